@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Installs qforge's Debian dependencies. Idempotent: does nothing when they are all present.
+set -euo pipefail
+
+packages=(
+  build-essential cmake ccache pkg-config
+  libtorch-dev libonnx-dev libprotobuf-dev protobuf-compiler
+  nlohmann-json3-dev libcli11-dev googletest libgtest-dev libbenchmark-dev
+  dataset-fashion-mnist libonnx-testdata
+  python3-torch python3-torchvision python3-onnx
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+echo "install-deps: installing ${missing[*]}" >&2
+sudo_cmd=()
+[ "$(id -u)" -ne 0 ] && sudo_cmd=(sudo)
+"${sudo_cmd[@]}" apt-get update -qq
+DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends \
+  "${missing[@]}" >/dev/null

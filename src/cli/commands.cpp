@@ -1,0 +1,20 @@
+#include "cli/commands.h"
+
+namespace qforge::cli {
+
+CommandTable registerCommands(CLI::App& app) {
+  CommandTable table;
+  table.push_back(addInspectCommand(app));
+  table.push_back(addRunCommand(app));
+  return table;
+}
+
+int runSelected(const CLI::App& app, const CommandTable& commands) {
+  (void)app;
+  for (const auto& [sub, run] : commands) {
+    if (sub->parsed()) return run();
+  }
+  return 1;
+}
+
+}  // namespace qforge::cli

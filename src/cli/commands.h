@@ -1,0 +1,22 @@
+// The qforge subcommands. Each lives in its own file and registers itself here explicitly.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <functional>
+#include <utility>
+#include <vector>
+
+namespace qforge::cli {
+
+// A subcommand and the function that runs it once its options are parsed. Returns the exit code.
+using CommandTable = std::vector<std::pair<CLI::App*, std::function<int()>>>;
+
+CommandTable registerCommands(CLI::App& app);
+int runSelected(const CLI::App& app, const CommandTable& commands);
+
+// One registration function per subcommand file.
+std::pair<CLI::App*, std::function<int()>> addInspectCommand(CLI::App& app);
+std::pair<CLI::App*, std::function<int()>> addRunCommand(CLI::App& app);
+
+}  // namespace qforge::cli

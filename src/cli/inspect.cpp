@@ -1,0 +1,105 @@
+// `qforge inspect MODEL`: what a model is made of and whether qforge can run it.
+#include <nlohmann/json.hpp>
+
+#include <iostream>
+#include <map>
+
+#include "cli/commands.h"
+#include "exec/executor.h"
+#include "ir/dump.h"
+#include "ir/onnx_import.h"
+
+namespace qforge::cli {
+
+namespace {
+
+struct InspectOptions {
+  std::string model;
+  bool json = false;
+  bool dump = false;
+};
+
+nlohmann::json valueJson(const Value& v) {
+  nlohmann::json shape = nlohmann::json::array();
+  if (v.type.shape) {
+    for (const Dim& d : *v.type.shape) {
+      if (d.isKnown()) {
+        shape.push_back(d.value);
+      } else {
+        shape.push_back(d.param.empty() ? "?" : d.param);
+      }
+    }
+  }
+  return {{"name", v.name()}, {"dtype", dtypeName(v.type.dtype)}, {"shape", shape}};
+}
+
+int runInspect(const InspectOptions& o) {
+  Graph graph = importOnnxFile(o.model);
+  std::map<std::string, int> op_counts;
+  for (const Node* n : graph.nodes()) {
+    op_counts[(n->domain().empty() ? "" : n->domain() + "::") + n->opType()]++;
+  }
+  int64_t parameters = 0;
+  for (const Value* v : graph.initializers()) parameters += v->initializer().numel();
+  const std::vector<std::string> unsupported = Executor::unsupportedOps(graph);
+
+  nlohmann::json report;
+  report["model"] = o.model;
+  report["ir_version"] = graph.model.ir_version;
+  report["opsets"] = graph.model.opset_imports;
+  report["producer"] = graph.model.producer_name + " " + graph.model.producer_version;
+  report["nodes"] = graph.nodeCount();
+  report["ops"] = op_counts;
+  report["parameters"] = parameters;
+  report["inputs"] = nlohmann::json::array();
+  for (const Value* v : graph.inputs()) {
+    if (!v->isInitializer()) report["inputs"].push_back(valueJson(*v));
+  }
+  report["outputs"] = nlohmann::json::array();
+  for (const Value* v : graph.outputs()) report["outputs"].push_back(valueJson(*v));
+  report["unsupported"] = unsupported;
+
+  if (o.json) {
+    std::cout << report.dump(2) << "\n";
+    return 0;
+  }
+  std::cout << "model       " << o.model << "\n"
+            << "producer    " << report["producer"].get<std::string>() << "\n"
+            << "ir_version  " << graph.model.ir_version << "\n"
+            << "opsets     ";
+  for (const auto& [domain, version] : graph.model.opset_imports) {
+    std::cout << " " << (domain.empty() ? "ai.onnx" : domain) << ":" << version;
+  }
+  std::cout << "\nnodes       " << graph.nodeCount() << "\nparameters  " << parameters << "\n";
+  for (const Value* v : graph.inputs()) {
+    if (!v->isInitializer()) std::cout << "input       " << v->name() << " " << v->type.str() << "\n";
+  }
+  for (const Value* v : graph.outputs()) {
+    std::cout << "output      " << v->name() << " " << v->type.str() << "\n";
+  }
+  std::cout << "ops        ";
+  for (const auto& [op, count] : op_counts) std::cout << " " << op << "x" << count;
+  std::cout << "\n";
+  if (unsupported.empty()) {
+    std::cout << "qforge can run every op of this model\n";
+  } else {
+    std::cout << "qforge cannot run yet:\n";
+    for (const auto& line : unsupported) std::cout << "  " << line << "\n";
+  }
+  if (o.dump) std::cout << "\n" << dumpGraph(graph);
+  return 0;
+}
+
+}  // namespace
+
+std::pair<CLI::App*, std::function<int()>> addInspectCommand(CLI::App& app) {
+  auto options = std::make_shared<InspectOptions>();
+  CLI::App* sub = app.add_subcommand("inspect", "Show a model's ops, opsets, inputs, outputs, "
+                                                "parameter count and unsupported ops");
+  sub->add_option("model", options->model, "ONNX model file")->required();
+  sub->add_flag("--json", options->json, "Print machine-readable JSON");
+  sub->add_flag("--dump", options->dump, "Also print the graph as text");
+  return {sub, [options] { return runInspect(*options); }};
+}
+
+}  // namespace qforge::cli

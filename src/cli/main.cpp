@@ -1,0 +1,33 @@
+// qforge command-line entry point: parses arguments, dispatches to a subcommand, and maps every
+// error to one line on stderr and a non-zero exit code.
+#include <CLI/CLI.hpp>
+
+#include <iostream>
+
+#include "cli/commands.h"
+#include "core/error.h"
+#include "core/threads.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"qforge: hardware-aware quantization of ONNX models", "qforge"};
+  app.set_version_flag("--version", std::string("qforge ") + QFORGE_VERSION);
+  app.require_subcommand(1);
+  qforge::cli::CommandTable commands = qforge::cli::registerCommands(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  try {
+    qforge::configureThreads();
+    return qforge::cli::runSelected(app, commands);
+  } catch (const qforge::Error& e) {
+    std::cerr << "qforge: error: " << e.what() << "\n";
+    return 2;
+  } catch (const std::exception& e) {
+    std::string what = e.what();
+    std::cerr << "qforge: internal error: " << what.substr(0, what.find('\n'))
+              << " (please report this with the command you ran)\n";
+    return 3;
+  }
+}

@@ -1,0 +1,205 @@
+#include "exec/executor.h"
+
+#include <ATen/core/grad_mode.h>
+
+#include <algorithm>
+#include <map>
+#include <unordered_set>
+
+#include "core/error.h"
+
+namespace qforge {
+
+namespace {
+
+int64_t opsetOf(const Graph& graph, const Node& node) {
+  int64_t v = graph.model.opsetFor(node.domain());
+  // A model that imports no version for the default domain is treated as the oldest we run.
+  return v > 0 ? v : (node.domain().empty() ? 1 : 0);
+}
+
+}  // namespace
+
+std::vector<std::string> Executor::unsupportedOps(const Graph& graph, const OpRegistry& registry) {
+  std::map<std::string, std::vector<std::string>> missing;
+  for (const Node* node : graph.nodes()) {
+    const int64_t opset = opsetOf(graph, *node);
+    if (registry.find(node->domain(), node->opType(), opset) != nullptr) continue;
+    std::string key = (node->domain().empty() ? "" : node->domain() + "::") + node->opType() +
+                      " (opset " + std::to_string(opset) + ")";
+    missing[key].push_back(node->name().empty() ? node->outputs().at(0)->name() : node->name());
+  }
+  std::vector<std::string> lines;
+  for (const auto& [op, nodes] : missing) {
+    std::string line = op + ": ";
+    for (size_t i = 0; i < nodes.size() && i < 3; ++i) line += (i ? ", " : "") + nodes[i];
+    if (nodes.size() > 3) line += " and " + std::to_string(nodes.size() - 3) + " more";
+    lines.push_back(line);
+  }
+  return lines;
+}
+
+Executor::Executor(const Graph& graph, ExecutorOptions options, const OpRegistry& registry)
+    : graph_(graph), options_(options) {
+  for (const Node* node : graph.topologicalOrder()) {
+    const int64_t opset = opsetOf(graph, *node);
+    const OpInfo* info = registry.find(node->domain(), node->opType(), opset);
+    if (info == nullptr) {
+      const std::string op = (node->domain().empty() ? "" : node->domain() + "::") + node->opType();
+      throw Error(node->describe() + ": qforge cannot run " + op + " at opset " +
+                  std::to_string(opset) +
+                  (registry.knowsOp(node->domain(), node->opType())
+                       ? " (other opset versions are supported; convert the model's opset)"
+                       : " (the op is not supported yet)"));
+    }
+    steps_.push_back(Step{node, info, opset});
+  }
+}
+
+int64_t Executor::addHook(const std::string& value_name, ValueHook hook) {
+  require(graph_.findValue(value_name) != nullptr,
+          "cannot hook '" + value_name + "': no value of that name in the graph");
+  hooks_.push_back(HookEntry{next_hook_id_, value_name, std::move(hook)});
+  return next_hook_id_++;
+}
+
+void Executor::removeHook(int64_t id) {
+  hooks_.erase(std::remove_if(hooks_.begin(), hooks_.end(),
+                              [&](const HookEntry& h) { return h.id == id; }),
+               hooks_.end());
+}
+
+void Executor::clearHooks() { hooks_.clear(); }
+
+at::Tensor Executor::applyHooks(const Value& v, at::Tensor t) const {
+  for (const HookEntry& h : hooks_) {
+    if (h.value == v.name()) t = h.hook(v, t);
+  }
+  return t;
+}
+
+TensorMap Executor::run(const TensorMap& feeds, const std::vector<std::string>& outputs) {
+  for (const auto& [name, tensor] : feeds) {
+    require(graph_.findValue(name) != nullptr,
+            "input '" + name + "' is not a value of the model; its inputs are listed by "
+            "`qforge inspect`");
+    require(tensor.defined(), "input '" + name + "' is an empty (undefined) tensor");
+  }
+  std::vector<const Value*> wanted;
+  if (outputs.empty()) {
+    wanted.assign(graph_.outputs().begin(), graph_.outputs().end());
+  } else {
+    for (const auto& name : outputs) wanted.push_back(graph_.value(name));
+  }
+  if (options_.enable_grad) {
+    at::AutoGradMode grad(true);
+    return runSteps(feeds, wanted);
+  }
+  at::NoGradGuard no_grad;
+  return runSteps(feeds, wanted);
+}
+
+TensorMap Executor::runSteps(const TensorMap& feeds, const std::vector<const Value*>& wanted) {
+  // Which nodes are needed: walk back from the wanted values, stopping at fed values.
+  std::unordered_set<const Node*> needed;
+  std::vector<const Value*> work(wanted.begin(), wanted.end());
+  while (!work.empty()) {
+    const Value* v = work.back();
+    work.pop_back();
+    if (feeds.count(v->name())) continue;
+    const Node* p = v->producer();
+    if (p == nullptr) {
+      require(v->isInitializer(), "input '" + v->name() + "' was not given; the model needs it");
+      continue;
+    }
+    if (!needed.insert(p).second) continue;
+    for (const Value* in : p->inputs()) {
+      if (in != nullptr) work.push_back(in);
+    }
+  }
+
+  // Remaining reads per value, so intermediates are freed as soon as nothing needs them.
+  std::unordered_map<const Value*, size_t> reads;
+  for (const Step& s : steps_) {
+    if (!needed.count(s.node)) continue;
+    for (const Value* in : s.node->inputs()) {
+      if (in != nullptr) ++reads[in];
+    }
+  }
+  std::unordered_set<const Value*> keep(wanted.begin(), wanted.end());
+
+  std::unordered_map<const Value*, at::Tensor> env;
+  auto fetch = [&](const Value* v) -> at::Tensor {
+    auto it = env.find(v);
+    if (it != env.end()) return it->second;
+    auto fed = feeds.find(v->name());
+    at::Tensor t = fed != feeds.end() ? fed->second : v->initializer();
+    t = applyHooks(*v, t);
+    env[v] = t;
+    return t;
+  };
+
+  for (const Step& s : steps_) {
+    if (!needed.count(s.node)) continue;
+    std::vector<at::Tensor> inputs;
+    inputs.reserve(s.node->inputs().size());
+    for (const Value* in : s.node->inputs()) inputs.push_back(in ? fetch(in) : at::Tensor());
+    std::vector<at::Tensor> results;
+    {
+      OpContext ctx(*s.node, s.opset, std::move(inputs));
+      try {
+        results = s.info->run(ctx);
+      } catch (const Error&) {
+        throw;
+      } catch (const std::exception& e) {
+        // ATen's messages are multi-line with a C++ backtrace; keep the first line.
+        std::string what = e.what();
+        what = what.substr(0, what.find('\n'));
+        throw Error(s.node->describe() + ", opset " + std::to_string(s.opset) + ": " + what);
+      }
+    }
+    const auto& outs = s.node->outputs();
+    if (results.size() < outs.size()) {
+      // Trailing optional outputs nobody reads may be omitted by a lowering.
+      for (size_t i = results.size(); i < outs.size(); ++i) {
+        require(outs[i]->uses().empty() && !graph_.isGraphOutput(outs[i]),
+                s.node->describe() + ": output " + std::to_string(i) + " is used but qforge does " +
+                    "not compute it");
+      }
+    }
+    for (size_t i = 0; i < outs.size() && i < results.size(); ++i) {
+      if (!results[i].defined()) continue;
+      env[outs[i]] = applyHooks(*outs[i], results[i]);
+    }
+    for (const Value* in : s.node->inputs()) {
+      if (in == nullptr) continue;
+      if (--reads[in] == 0 && !keep.count(in)) env.erase(in);
+    }
+  }
+
+  TensorMap result;
+  for (const Value* v : wanted) {
+    at::Tensor t = fetch(v);
+    require(t.defined(), "value '" + v->name() + "' was not computed");
+    result[v->name()] = t;
+  }
+  return result;
+}
+
+std::vector<at::Tensor> Executor::operator()(const std::vector<at::Tensor>& inputs) {
+  std::vector<const Value*> runtime_inputs;
+  for (const Value* v : graph_.inputs()) {
+    if (!v->isInitializer()) runtime_inputs.push_back(v);
+  }
+  require(inputs.size() == runtime_inputs.size(),
+          "the model takes " + std::to_string(runtime_inputs.size()) + " input(s), got " +
+              std::to_string(inputs.size()));
+  TensorMap feeds;
+  for (size_t i = 0; i < inputs.size(); ++i) feeds[runtime_inputs[i]->name()] = inputs[i];
+  TensorMap out = run(feeds);
+  std::vector<at::Tensor> result;
+  for (const Value* v : graph_.outputs()) result.push_back(out.at(v->name()));
+  return result;
+}
+
+}  // namespace qforge

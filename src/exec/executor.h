@@ -1,0 +1,79 @@
+// Runs a Graph on ATen. Every node is resolved against the OpInfo table when the executor is
+// built, so an unsupported op is reported up front (node, op, opset), never mid-run.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "exec/op_info.h"
+#include "ir/graph.h"
+
+namespace qforge {
+
+using TensorMap = std::unordered_map<std::string, at::Tensor>;
+
+// Called when a value becomes available (graph input, initializer read, node output). Returns the
+// tensor the rest of the graph sees: return `t` unchanged to observe, anything else to replace.
+using ValueHook = std::function<at::Tensor(const Value& value, const at::Tensor& t)>;
+
+struct ExecutorOptions {
+  // Record autograd history (training, AdaRound). Off: runs under no-grad.
+  bool enable_grad = false;
+};
+
+class Executor {
+ public:
+  // Keeps a reference to `graph`: it must outlive the executor. Initializers are read at each
+  // run, so weight updates are seen without rebuilding. Throws qforge::Error for each node whose
+  // op has no lowering at the graph's opset.
+  explicit Executor(const Graph& graph, ExecutorOptions options = {},
+                    const OpRegistry& registry = OpRegistry::builtin());
+
+  // Runs the nodes needed to compute `outputs` (graph outputs when empty) from `feeds`. Feeds may
+  // name graph inputs or any intermediate value (then only the subgraph after them runs), and
+  // override initializers of the same name. Batch size may differ from the declared one.
+  TensorMap run(const TensorMap& feeds, const std::vector<std::string>& outputs = {});
+
+  // Convenience: positional graph inputs in, graph outputs out (graph order).
+  std::vector<at::Tensor> operator()(const std::vector<at::Tensor>& inputs);
+
+  // Hooks run in registration order. Returns an id for removeHook.
+  int64_t addHook(const std::string& value_name, ValueHook hook);
+  void removeHook(int64_t id);
+  void clearHooks();
+
+  void setGradEnabled(bool enabled) { options_.enable_grad = enabled; }
+  const Graph& graph() const { return graph_; }
+
+  // Ops of `graph` that `registry` cannot run, as "Op (opset N): node names..." lines.
+  static std::vector<std::string> unsupportedOps(const Graph& graph,
+                                                 const OpRegistry& registry = OpRegistry::builtin());
+
+ private:
+  struct Step {
+    const Node* node;
+    const OpInfo* info;
+    int64_t opset;
+  };
+  struct HookEntry {
+    int64_t id;
+    std::string value;
+    ValueHook hook;
+  };
+
+  TensorMap runSteps(const TensorMap& feeds, const std::vector<const Value*>& wanted);
+  at::Tensor applyHooks(const Value& v, at::Tensor t) const;
+
+  const Graph& graph_;
+  ExecutorOptions options_;
+  std::vector<Step> steps_;  // topological order
+  std::vector<HookEntry> hooks_;
+  int64_t next_hook_id_ = 1;
+};
+
+}  // namespace qforge

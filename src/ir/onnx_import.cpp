@@ -1,0 +1,241 @@
+#include "ir/onnx_import.h"
+
+#include <fcntl.h>
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl.h>
+#include <onnx/shape_inference/implementation.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <climits>
+#include <cstring>
+#include <filesystem>
+
+#include "core/error.h"
+#include "ir/onnx_tensor.h"
+#include "ir/verifier.h"
+
+namespace qforge {
+
+namespace {
+
+TensorType typeFromProto(const onnx::TypeProto& type) {
+  TensorType result;
+  if (!type.has_tensor_type()) return result;
+  const auto& tensor = type.tensor_type();
+  result.dtype = static_cast<DType>(tensor.elem_type());
+  if (tensor.has_shape()) {
+    std::vector<Dim> dims;
+    for (const auto& d : tensor.shape().dim()) {
+      if (d.has_dim_value()) {
+        dims.push_back(Dim::known(d.dim_value()));
+      } else {
+        dims.push_back(Dim::symbolic(d.has_dim_param() ? d.dim_param() : ""));
+      }
+    }
+    result.shape = std::move(dims);
+  }
+  return result;
+}
+
+Attribute attributeFromProto(const onnx::AttributeProto& proto, const std::string& base_dir,
+                             const std::string& where) {
+  Attribute a;
+  a.name = proto.name();
+  a.doc_string = proto.doc_string();
+  a.ref_attr_name = proto.ref_attr_name();
+  const std::string what = where + ", attribute '" + proto.name() + "'";
+  switch (proto.type()) {
+    case onnx::AttributeProto::FLOAT:
+      a.kind = AttributeKind::Float;
+      a.f = proto.f();
+      break;
+    case onnx::AttributeProto::INT:
+      a.kind = AttributeKind::Int;
+      a.i = proto.i();
+      break;
+    case onnx::AttributeProto::STRING:
+      a.kind = AttributeKind::String;
+      a.s = proto.s();
+      break;
+    case onnx::AttributeProto::TENSOR:
+      a.kind = AttributeKind::Tensor;
+      a.t = tensorFromProto(proto.t(), base_dir, what);
+      break;
+    case onnx::AttributeProto::FLOATS:
+      a.kind = AttributeKind::Floats;
+      a.floats.assign(proto.floats().begin(), proto.floats().end());
+      break;
+    case onnx::AttributeProto::INTS:
+      a.kind = AttributeKind::Ints;
+      a.ints.assign(proto.ints().begin(), proto.ints().end());
+      break;
+    case onnx::AttributeProto::STRINGS:
+      a.kind = AttributeKind::Strings;
+      a.strings.assign(proto.strings().begin(), proto.strings().end());
+      break;
+    case onnx::AttributeProto::TENSORS:
+      a.kind = AttributeKind::Tensors;
+      for (const auto& t : proto.tensors()) a.tensors.push_back(tensorFromProto(t, base_dir, what));
+      break;
+    default:
+      a.kind = AttributeKind::Opaque;
+      a.opaque_proto = proto.SerializeAsString();
+      break;
+  }
+  return a;
+}
+
+std::vector<std::pair<std::string, std::string>> propsFrom(
+    const google::protobuf::RepeatedPtrField<onnx::StringStringEntryProto>& entries) {
+  std::vector<std::pair<std::string, std::string>> result;
+  for (const auto& e : entries) result.emplace_back(e.key(), e.value());
+  return result;
+}
+
+void importModelInfo(const onnx::ModelProto& model, ModelInfo& info) {
+  info.ir_version = model.ir_version();
+  info.opset_imports.clear();
+  for (const auto& op : model.opset_import()) info.opset_imports[op.domain()] = op.version();
+  info.producer_name = model.producer_name();
+  info.producer_version = model.producer_version();
+  info.domain = model.domain();
+  info.model_version = model.model_version();
+  info.doc_string = model.doc_string();
+  info.metadata_props = propsFrom(model.metadata_props());
+  info.graph_name = model.graph().name();
+  info.graph_doc_string = model.graph().doc_string();
+
+  // Fields qforge does not model travel as an opaque ModelProto.
+  onnx::ModelProto opaque;
+  *opaque.mutable_functions() = model.functions();
+  *opaque.mutable_training_info() = model.training_info();
+  *opaque.mutable_graph()->mutable_sparse_initializer() = model.graph().sparse_initializer();
+  *opaque.mutable_graph()->mutable_quantization_annotation() =
+      model.graph().quantization_annotation();
+  info.opaque_model_fields = opaque.ByteSizeLong() > 0 ? opaque.SerializeAsString() : "";
+}
+
+}  // namespace
+
+Graph importOnnxModel(onnx::ModelProto& model, const std::string& base_dir,
+                      const ImportOptions& options) {
+  require(model.has_graph(), "the model has no graph; it is not an ONNX model");
+  require(model.ir_version() > 0, "the model has no ir_version; it is not an ONNX model");
+  if (options.infer_shapes) {
+    // Shape inference is advisory: a model it cannot type is still a model we can run.
+    try {
+      onnx::shape_inference::InferShapes(model);
+    } catch (const std::exception&) {
+    }
+  }
+
+  Graph graph;
+  importModelInfo(model, graph.model);
+  const onnx::GraphProto& g = model.graph();
+
+  for (const auto& init : g.initializer()) {
+    require(!init.name().empty(), "an initializer has no name");
+    require(graph.findValue(init.name()) == nullptr,
+            "initializer '" + init.name() + "' is defined more than once");
+    Value* v = graph.addValue(init.name());
+    v->doc_string = init.doc_string();
+    v->setInitializer(tensorFromProto(init, base_dir, "initializer '" + init.name() + "'"));
+  }
+  for (const auto& in : g.input()) {
+    Value* v = graph.findValue(in.name());
+    if (v == nullptr) {
+      v = graph.addValue(in.name());
+    } else {
+      require(!graph.isGraphInput(v), "graph input '" + in.name() + "' is listed twice");
+    }
+    TensorType declared = typeFromProto(in.type());
+    if (!v->isInitializer()) v->type = declared;
+    if (v->doc_string.empty()) v->doc_string = in.doc_string();
+    graph.addInput(v);
+  }
+
+  // Two passes so that a node may read a value produced later in the file: that is how a cycle
+  // or an unsorted graph reaches the verifier instead of a "missing value" error.
+  std::vector<Node*> nodes;
+  for (int i = 0; i < g.node_size(); ++i) {
+    const auto& n = g.node(i);
+    std::vector<std::string> outs(n.output().begin(), n.output().end());
+    const std::string label = "node '" + n.name() + "' (" + n.op_type() + ")";
+    for (const auto& out : outs) {
+      require(graph.findValue(out) == nullptr,
+              label + " defines value '" + out + "', which is already defined; value names must " +
+                  "be unique");
+    }
+    // Empty output names mark unused optional outputs; give them private names.
+    std::vector<bool> anonymous(outs.size(), false);
+    for (size_t k = 0; k < outs.size(); ++k) {
+      if (!outs[k].empty()) continue;
+      anonymous[k] = true;
+      outs[k] = graph.uniqueName(n.name() + "_unnamed_output");
+    }
+    Node* node = graph.addNode(n.op_type(), {}, outs, n.name(), n.domain());
+    for (size_t k = 0; k < outs.size(); ++k) node->output(k)->anonymous = anonymous[k];
+    node->doc_string = n.doc_string();
+    for (const auto& attr : n.attribute()) {
+      node->attributes.set(attributeFromProto(attr, base_dir, node->describe()));
+    }
+    nodes.push_back(node);
+  }
+  for (int i = 0; i < g.node_size(); ++i) {
+    const auto& n = g.node(i);
+    Node* node = nodes[static_cast<size_t>(i)];
+    for (int j = 0; j < n.input_size(); ++j) {
+      const std::string& name = n.input(j);
+      Value* v = nullptr;
+      if (!name.empty()) {
+        v = graph.findValue(name);
+        require(v != nullptr, node->describe() + " reads '" + name +
+                                  "', which no node, graph input or initializer defines (a "
+                                  "missing initializer?); re-export the model");
+      }
+      graph.setInput(node, static_cast<size_t>(j), v);
+    }
+  }
+
+  for (const auto& out : g.output()) {
+    Value* v = graph.findValue(out.name());
+    require(v != nullptr, "graph output '" + out.name() + "' is not produced by any node");
+    TensorType declared = typeFromProto(out.type());
+    if (declared.dtype != DType::Undefined) v->type = declared;
+    graph.addOutput(v);
+  }
+  for (const auto& info : g.value_info()) {
+    Value* v = graph.findValue(info.name());
+    if (v != nullptr && !v->isInitializer()) v->type = typeFromProto(info.type());
+  }
+  if (options.verify) verifyGraph(graph);
+  return graph;
+}
+
+Graph importOnnxFile(const std::string& path, const ImportOptions& options) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  require(fs::exists(path, ec), "'" + path + "': no such file");
+  require(!fs::is_directory(path, ec), "'" + path + "' is a directory; give the .onnx file");
+  int fd = ::open(path.c_str(), O_RDONLY);
+  require(fd >= 0, "cannot open '" + path + "': " + std::strerror(errno));
+  onnx::ModelProto model;
+  bool parsed = false;
+  {
+    google::protobuf::io::FileInputStream raw(fd);
+    google::protobuf::io::CodedInputStream coded(&raw);
+    coded.SetTotalBytesLimit(INT_MAX);
+    parsed = model.ParseFromCodedStream(&coded) && coded.ConsumedEntireMessage();
+  }
+  ::close(fd);
+  require(parsed, "'" + path + "' is not a valid ONNX model: protobuf parsing failed (the file "
+                  "is truncated or not ONNX); re-export or re-download it");
+  try {
+    return importOnnxModel(model, fs::path(path).parent_path().string(), options);
+  } catch (const Error& e) {
+    throw e.within("'" + path + "'");
+  }
+}
+
+}  // namespace qforge

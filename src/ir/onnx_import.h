@@ -1,0 +1,27 @@
+// ONNX -> Graph. Runs ONNX shape inference and the verifier so every later stage starts from a
+// graph that is known to be well formed.
+#pragma once
+
+#include <onnx/onnx_pb.h>
+
+#include <string>
+
+#include "ir/graph.h"
+
+namespace qforge {
+
+struct ImportOptions {
+  bool infer_shapes = true;
+  bool verify = true;
+};
+
+// Loads a model file. Every problem (unreadable, truncated, not ONNX, missing initializer, cycle,
+// duplicate names, bad external data) is a qforge::Error whose message starts with the path.
+Graph importOnnxFile(const std::string& path, const ImportOptions& options = {});
+
+// Converts an in-memory model; `base_dir` resolves external data. Shape inference may add
+// value_info to `model`.
+Graph importOnnxModel(onnx::ModelProto& model, const std::string& base_dir,
+                      const ImportOptions& options = {});
+
+}  // namespace qforge
