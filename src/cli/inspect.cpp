@@ -40,7 +40,8 @@ int runInspect(const InspectOptions& o) {
     op_counts[(n->domain().empty() ? "" : n->domain() + "::") + n->opType()]++;
   }
   int64_t parameters = 0;
-  for (const Value* v : graph.initializers()) parameters += v->initializer().numel();
+  for (const Value* v : graph.initializers())
+    parameters += v->initializer().numel();
   const std::vector<std::string> unsupported = Executor::unsupportedOps(graph);
 
   nlohmann::json report;
@@ -56,7 +57,8 @@ int runInspect(const InspectOptions& o) {
     if (!v->isInitializer()) report["inputs"].push_back(valueJson(*v));
   }
   report["outputs"] = nlohmann::json::array();
-  for (const Value* v : graph.outputs()) report["outputs"].push_back(valueJson(*v));
+  for (const Value* v : graph.outputs())
+    report["outputs"].push_back(valueJson(*v));
   report["unsupported"] = unsupported;
 
   if (o.json) {
@@ -72,19 +74,22 @@ int runInspect(const InspectOptions& o) {
   }
   std::cout << "\nnodes       " << graph.nodeCount() << "\nparameters  " << parameters << "\n";
   for (const Value* v : graph.inputs()) {
-    if (!v->isInitializer()) std::cout << "input       " << v->name() << " " << v->type.str() << "\n";
+    if (!v->isInitializer())
+      std::cout << "input       " << v->name() << " " << v->type.str() << "\n";
   }
   for (const Value* v : graph.outputs()) {
     std::cout << "output      " << v->name() << " " << v->type.str() << "\n";
   }
   std::cout << "ops        ";
-  for (const auto& [op, count] : op_counts) std::cout << " " << op << "x" << count;
+  for (const auto& [op, count] : op_counts)
+    std::cout << " " << op << "x" << count;
   std::cout << "\n";
   if (unsupported.empty()) {
     std::cout << "qforge can run every op of this model\n";
   } else {
     std::cout << "qforge cannot run yet:\n";
-    for (const auto& line : unsupported) std::cout << "  " << line << "\n";
+    for (const auto& line : unsupported)
+      std::cout << "  " << line << "\n";
   }
   if (o.dump) std::cout << "\n" << dumpGraph(graph);
   return 0;
@@ -94,8 +99,9 @@ int runInspect(const InspectOptions& o) {
 
 std::pair<CLI::App*, std::function<int()>> addInspectCommand(CLI::App& app) {
   auto options = std::make_shared<InspectOptions>();
-  CLI::App* sub = app.add_subcommand("inspect", "Show a model's ops, opsets, inputs, outputs, "
-                                                "parameter count and unsupported ops");
+  CLI::App* sub = app.add_subcommand("inspect",
+                                     "Show a model's ops, opsets, inputs, outputs, "
+                                     "parameter count and unsupported ops");
   sub->add_option("model", options->model, "ONNX model file")->required();
   sub->add_flag("--json", options->json, "Print machine-readable JSON");
   sub->add_flag("--dump", options->dump, "Also print the graph as text");

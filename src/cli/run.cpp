@@ -33,7 +33,8 @@ int runModel(const RunOptions& o) {
   Graph graph = importOnnxFile(o.model);
   Executor executor(graph);
   TensorMap feeds = sampleInputs(graph, o.batch, true, o.seed);
-  for (int i = 0; i < o.warmup; ++i) executor.run(feeds);
+  for (int i = 0; i < o.warmup; ++i)
+    executor.run(feeds);
   std::vector<double> ms;
   TensorMap outputs;
   for (int i = 0; i < o.iterations; ++i) {
@@ -78,10 +79,12 @@ int runModel(const RunOptions& o) {
 
 std::pair<CLI::App*, std::function<int()>> addRunCommand(CLI::App& app) {
   auto options = std::make_shared<RunOptions>();
-  CLI::App* sub = app.add_subcommand("run", "Run a model on deterministic sample inputs and "
-                                            "report its outputs and latency");
+  CLI::App* sub = app.add_subcommand("run",
+                                     "Run a model on deterministic sample inputs and "
+                                     "report its outputs and latency");
   sub->add_option("model", options->model, "ONNX model file")->required();
-  sub->add_option("--batch", options->batch, "Batch size of the sample inputs")->capture_default_str();
+  sub->add_option("--batch", options->batch, "Batch size of the sample inputs")
+      ->capture_default_str();
   sub->add_option("--iters", options->iterations, "Timed runs")->capture_default_str();
   sub->add_option("--warmup", options->warmup, "Untimed runs first")->capture_default_str();
   sub->add_option("--seed", options->seed, "Seed of the sample inputs")->capture_default_str();

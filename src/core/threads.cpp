@@ -17,8 +17,9 @@ int configureThreads() {
     char* end = nullptr;
     long requested = std::strtol(env, &end, 10);
     require(*end == '\0' && requested > 0 && requested <= 4096,
-            std::string("QFORGE_NUM_THREADS='") + env + "' is not a positive integer; unset it or "
-            "set it to the number of threads to use");
+            std::string("QFORGE_NUM_THREADS='") + env +
+                "' is not a positive integer; unset it or "
+                "set it to the number of threads to use");
     threads = static_cast<int>(requested);
   }
   at::set_num_threads(threads);

@@ -32,7 +32,8 @@ std::vector<std::string> Executor::unsupportedOps(const Graph& graph, const OpRe
   std::vector<std::string> lines;
   for (const auto& [op, nodes] : missing) {
     std::string line = op + ": ";
-    for (size_t i = 0; i < nodes.size() && i < 3; ++i) line += (i ? ", " : "") + nodes[i];
+    for (size_t i = 0; i < nodes.size() && i < 3; ++i)
+      line += (i ? ", " : "") + nodes[i];
     if (nodes.size() > 3) line += " and " + std::to_string(nodes.size() - 3) + " more";
     lines.push_back(line);
   }
@@ -64,12 +65,14 @@ int64_t Executor::addHook(const std::string& value_name, ValueHook hook) {
 }
 
 void Executor::removeHook(int64_t id) {
-  hooks_.erase(std::remove_if(hooks_.begin(), hooks_.end(),
-                              [&](const HookEntry& h) { return h.id == id; }),
-               hooks_.end());
+  hooks_.erase(
+      std::remove_if(hooks_.begin(), hooks_.end(), [&](const HookEntry& h) { return h.id == id; }),
+      hooks_.end());
 }
 
-void Executor::clearHooks() { hooks_.clear(); }
+void Executor::clearHooks() {
+  hooks_.clear();
+}
 
 at::Tensor Executor::applyHooks(const Value& v, at::Tensor t) const {
   for (const HookEntry& h : hooks_) {
@@ -81,15 +84,17 @@ at::Tensor Executor::applyHooks(const Value& v, at::Tensor t) const {
 TensorMap Executor::run(const TensorMap& feeds, const std::vector<std::string>& outputs) {
   for (const auto& [name, tensor] : feeds) {
     require(graph_.findValue(name) != nullptr,
-            "input '" + name + "' is not a value of the model; its inputs are listed by "
-            "`qforge inspect`");
+            "input '" + name +
+                "' is not a value of the model; its inputs are listed by "
+                "`qforge inspect`");
     require(tensor.defined(), "input '" + name + "' is an empty (undefined) tensor");
   }
   std::vector<const Value*> wanted;
   if (outputs.empty()) {
     wanted.assign(graph_.outputs().begin(), graph_.outputs().end());
   } else {
-    for (const auto& name : outputs) wanted.push_back(graph_.value(name));
+    for (const auto& name : outputs)
+      wanted.push_back(graph_.value(name));
   }
   if (options_.enable_grad) {
     at::AutoGradMode grad(true);
@@ -143,7 +148,8 @@ TensorMap Executor::runSteps(const TensorMap& feeds, const std::vector<const Val
     if (!needed.count(s.node)) continue;
     std::vector<at::Tensor> inputs;
     inputs.reserve(s.node->inputs().size());
-    for (const Value* in : s.node->inputs()) inputs.push_back(in ? fetch(in) : at::Tensor());
+    for (const Value* in : s.node->inputs())
+      inputs.push_back(in ? fetch(in) : at::Tensor());
     std::vector<at::Tensor> results;
     {
       OpContext ctx(*s.node, s.opset, std::move(inputs));
@@ -195,10 +201,12 @@ std::vector<at::Tensor> Executor::operator()(const std::vector<at::Tensor>& inpu
           "the model takes " + std::to_string(runtime_inputs.size()) + " input(s), got " +
               std::to_string(inputs.size()));
   TensorMap feeds;
-  for (size_t i = 0; i < inputs.size(); ++i) feeds[runtime_inputs[i]->name()] = inputs[i];
+  for (size_t i = 0; i < inputs.size(); ++i)
+    feeds[runtime_inputs[i]->name()] = inputs[i];
   TensorMap out = run(feeds);
   std::vector<at::Tensor> result;
-  for (const Value* v : graph_.outputs()) result.push_back(out.at(v->name()));
+  for (const Value* v : graph_.outputs())
+    result.push_back(out.at(v->name()));
   return result;
 }
 

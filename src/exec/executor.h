@@ -51,8 +51,8 @@ class Executor {
   const Graph& graph() const { return graph_; }
 
   // Ops of `graph` that `registry` cannot run, as "Op (opset N): node names..." lines.
-  static std::vector<std::string> unsupportedOps(const Graph& graph,
-                                                 const OpRegistry& registry = OpRegistry::builtin());
+  static std::vector<std::string> unsupportedOps(
+      const Graph& graph, const OpRegistry& registry = OpRegistry::builtin());
 
  private:
   struct Step {

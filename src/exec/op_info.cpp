@@ -8,7 +8,9 @@
 namespace qforge {
 
 namespace {
-std::string normalDomain(const std::string& d) { return d == "ai.onnx" ? "" : d; }
+std::string normalDomain(const std::string& d) {
+  return d == "ai.onnx" ? "" : d;
+}
 }  // namespace
 
 void OpContext::fail(const std::string& message) const {
@@ -86,7 +88,8 @@ bool OpRegistry::knowsOp(const std::string& domain, const std::string& op_type) 
 
 std::vector<std::string> OpRegistry::opTypes() const {
   std::set<std::string> names;
-  for (const OpInfo& e : entries_) names.insert(e.domain.empty() ? e.op_type : e.domain + "::" + e.op_type);
+  for (const OpInfo& e : entries_)
+    names.insert(e.domain.empty() ? e.op_type : e.domain + "::" + e.op_type);
   return {names.begin(), names.end()};
 }
 

@@ -64,10 +64,10 @@ struct OpInfo {
   int64_t until_version = 1 << 30;  // inclusive
   Lowering run;
   // Quantization facts.
-  std::vector<int> weight_inputs;     // input slots that hold weights (e.g. Conv: {1})
-  int bias_input = -1;                // input slot of the bias, -1 when none
-  int weight_channel_axis = 0;        // output-channel axis of the weight (ConvTranspose: 1)
-  bool moves_data_only = false;       // Reshape, Transpose, MaxPool...: values pass through
+  std::vector<int> weight_inputs;  // input slots that hold weights (e.g. Conv: {1})
+  int bias_input = -1;             // input slot of the bias, -1 when none
+  int weight_channel_axis = 0;     // output-channel axis of the weight (ConvTranspose: 1)
+  bool moves_data_only = false;    // Reshape, Transpose, MaxPool...: values pass through
 };
 
 class OpRegistry {
@@ -91,11 +91,11 @@ class OpRegistry {
 void registerElementwiseOps(OpRegistry& registry);
 void registerActivationOps(OpRegistry& registry);
 void registerReductionOps(OpRegistry& registry);
-void registerNnOps(OpRegistry& registry);        // Conv, ConvTranspose, Gemm, MatMul, Einsum
+void registerNnOps(OpRegistry& registry);  // Conv, ConvTranspose, Gemm, MatMul, Einsum
 void registerPoolingOps(OpRegistry& registry);
 void registerNormalizationOps(OpRegistry& registry);
-void registerShapeOps(OpRegistry& registry);     // Reshape, Transpose, Concat, Slice, Gather...
-void registerResizeOps(OpRegistry& registry);    // Resize, Upsample, Pad
-void registerQuantizedOps(OpRegistry& registry); // QuantizeLinear, QLinearConv, ...
+void registerShapeOps(OpRegistry& registry);      // Reshape, Transpose, Concat, Slice, Gather...
+void registerResizeOps(OpRegistry& registry);     // Resize, Upsample, Pad
+void registerQuantizedOps(OpRegistry& registry);  // QuantizeLinear, QLinearConv, ...
 
 }  // namespace qforge

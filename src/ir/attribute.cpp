@@ -7,15 +7,24 @@ namespace qforge {
 
 std::string attributeKindName(AttributeKind kind) {
   switch (kind) {
-    case AttributeKind::Float: return "float";
-    case AttributeKind::Int: return "int";
-    case AttributeKind::String: return "string";
-    case AttributeKind::Tensor: return "tensor";
-    case AttributeKind::Floats: return "floats";
-    case AttributeKind::Ints: return "ints";
-    case AttributeKind::Strings: return "strings";
-    case AttributeKind::Tensors: return "tensors";
-    case AttributeKind::Opaque: return "opaque";
+    case AttributeKind::Float:
+      return "float";
+    case AttributeKind::Int:
+      return "int";
+    case AttributeKind::String:
+      return "string";
+    case AttributeKind::Tensor:
+      return "tensor";
+    case AttributeKind::Floats:
+      return "floats";
+    case AttributeKind::Ints:
+      return "ints";
+    case AttributeKind::Strings:
+      return "strings";
+    case AttributeKind::Tensors:
+      return "tensors";
+    case AttributeKind::Opaque:
+      return "opaque";
   }
   return "unknown";
 }

@@ -30,7 +30,8 @@ enum class DType : int32_t {
 
 std::string dtypeName(DType dtype);
 
-// True when ATen has a tensor type for `dtype` (UInt16/32/64 and String have none in libtorch 1.13).
+// True when ATen has a tensor type for `dtype` (UInt16/32/64 and String have none in
+// libtorch 1.13).
 bool hasScalarType(DType dtype);
 
 // Throws qforge::Error naming the dtype when ATen cannot hold it.

@@ -32,7 +32,8 @@ void Value::setInitializer(at::Tensor tensor) {
   if (!initializer_.defined()) return;
   type.dtype = fromScalarType(initializer_.scalar_type());
   std::vector<Dim> dims;
-  for (int64_t s : initializer_.sizes()) dims.push_back(Dim::known(s));
+  for (int64_t s : initializer_.sizes())
+    dims.push_back(Dim::known(s));
   type.shape = std::move(dims);
 }
 
@@ -95,9 +96,15 @@ std::vector<Value*> Graph::initializers() const {
   return result;
 }
 
-void Graph::addInput(Value* v) { inputs_.push_back(v); }
-void Graph::addOutput(Value* v) { outputs_.push_back(v); }
-void Graph::setOutputs(std::vector<Value*> outputs) { outputs_ = std::move(outputs); }
+void Graph::addInput(Value* v) {
+  inputs_.push_back(v);
+}
+void Graph::addOutput(Value* v) {
+  outputs_.push_back(v);
+}
+void Graph::setOutputs(std::vector<Value*> outputs) {
+  outputs_ = std::move(outputs);
+}
 
 bool Graph::isGraphOutput(const Value* v) const {
   return std::find(outputs_.begin(), outputs_.end(), v) != outputs_.end();
@@ -112,8 +119,8 @@ Node* Graph::addNode(const std::string& op_type, const std::vector<Value*>& inpu
   // Create outputs first so a duplicate name fails before the graph is touched.
   for (const auto& out : output_names) {
     require(!out.empty(), "node '" + name + "' (" + op_type + ") has an output with no name");
-    require(findValue(out) == nullptr, "value name '" + out + "' is defined more than once; " +
-                                           "names must be unique");
+    require(findValue(out) == nullptr,
+            "value name '" + out + "' is defined more than once; " + "names must be unique");
   }
   nodes_.push_back(std::unique_ptr<Node>(new Node(op_type, domain, name)));
   Node* node = nodes_.back().get();
@@ -133,7 +140,8 @@ Node* Graph::addNode(const std::string& op_type, const std::vector<Value*>& inpu
 std::vector<Node*> Graph::nodes() const {
   std::vector<Node*> result;
   result.reserve(nodes_.size());
-  for (const auto& n : nodes_) result.push_back(n.get());
+  for (const auto& n : nodes_)
+    result.push_back(n.get());
   return result;
 }
 
@@ -160,7 +168,8 @@ void Graph::setInput(Node* node, size_t index, Value* v) {
 void Graph::replaceAllUsesWith(Value* from, Value* to, bool include_graph_outputs) {
   if (from == to) return;
   std::vector<Use> uses = from->uses_;
-  for (const Use& u : uses) setInput(u.node, u.index, to);
+  for (const Use& u : uses)
+    setInput(u.node, u.index, to);
   if (include_graph_outputs) {
     for (auto& out : outputs_) {
       if (out == from) out = to;
@@ -181,7 +190,8 @@ Node* Graph::insertOnValue(Value* v, const std::string& op_type, const std::vect
   Node* node = addNode(op_type, {v}, {uniqueName(base + "_out")}, base, domain);
   Value* out = node->outputs_[0];
   out->type = v->type;
-  for (const Use& u : targets) setInput(u.node, u.index, out);
+  for (const Use& u : targets)
+    setInput(u.node, u.index, out);
   if (move_graph_output) {
     for (auto& o : outputs_) {
       if (o == v) o = out;
@@ -200,14 +210,17 @@ void Graph::removeValue(Value* v) {
 
 void Graph::removeNode(Node* node) {
   for (Value* out : node->outputs_) {
-    require(out->uses_.empty() && !isGraphOutput(out),
-            "cannot remove " + node->describe() + ": its output '" + out->name() +
-                "' is still used");
+    require(
+        out->uses_.empty() && !isGraphOutput(out),
+        "cannot remove " + node->describe() + ": its output '" + out->name() + "' is still used");
   }
-  for (size_t i = 0; i < node->inputs_.size(); ++i) setInput(node, i, nullptr);
+  for (size_t i = 0; i < node->inputs_.size(); ++i)
+    setInput(node, i, nullptr);
   std::vector<Value*> outs = node->outputs_;
-  for (Value* out : outs) out->producer_ = nullptr;
-  for (Value* out : outs) removeValue(out);
+  for (Value* out : outs)
+    out->producer_ = nullptr;
+  for (Value* out : outs)
+    removeValue(out);
   nodes_.erase(std::find_if(nodes_.begin(), nodes_.end(),
                             [&](const std::unique_ptr<Node>& p) { return p.get() == node; }));
 }
@@ -239,7 +252,8 @@ size_t Graph::eliminateDeadCode() {
       dead_initializers.push_back(v.get());
     }
   }
-  for (Value* v : dead_initializers) removeValue(v);
+  for (Value* v : dead_initializers)
+    removeValue(v);
   return removed;
 }
 

@@ -58,19 +58,23 @@ void attributeToProto(const Attribute& a, onnx::AttributeProto* proto) {
       break;
     case AttributeKind::Floats:
       proto->set_type(onnx::AttributeProto::FLOATS);
-      for (double f : a.floats) proto->add_floats(static_cast<float>(f));
+      for (double f : a.floats)
+        proto->add_floats(static_cast<float>(f));
       break;
     case AttributeKind::Ints:
       proto->set_type(onnx::AttributeProto::INTS);
-      for (int64_t i : a.ints) proto->add_ints(i);
+      for (int64_t i : a.ints)
+        proto->add_ints(i);
       break;
     case AttributeKind::Strings:
       proto->set_type(onnx::AttributeProto::STRINGS);
-      for (const auto& s : a.strings) proto->add_strings(s);
+      for (const auto& s : a.strings)
+        proto->add_strings(s);
       break;
     case AttributeKind::Tensors:
       proto->set_type(onnx::AttributeProto::TENSORS);
-      for (const auto& t : a.tensors) tensorToProto(t, proto->add_tensors());
+      for (const auto& t : a.tensors)
+        tensorToProto(t, proto->add_tensors());
       break;
     case AttributeKind::Opaque:
       break;
@@ -88,7 +92,8 @@ void propsToProto(const std::vector<std::pair<std::string, std::string>>& props,
 
 int64_t totalInitializerBytes(const Graph& graph) {
   int64_t total = 0;
-  for (const Value* v : graph.initializers()) total += static_cast<int64_t>(v->initializer().nbytes());
+  for (const Value* v : graph.initializers())
+    total += static_cast<int64_t>(v->initializer().nbytes());
   return total;
 }
 
@@ -145,27 +150,31 @@ onnx::ModelProto exportOnnxModel(const Graph& graph) {
     t->set_name(v->name());
     if (!v->doc_string.empty()) t->set_doc_string(v->doc_string);
   }
-  for (const Value* v : graph.inputs()) valueInfoToProto(*v, g->add_input());
+  for (const Value* v : graph.inputs())
+    valueInfoToProto(*v, g->add_input());
   for (const Node* n : graph.topologicalOrder()) {
     auto* node = g->add_node();
     node->set_op_type(n->opType());
     if (!n->domain().empty()) node->set_domain(n->domain());
     if (!n->name().empty()) node->set_name(n->name());
     if (!n->doc_string.empty()) node->set_doc_string(n->doc_string);
-    for (const Value* in : n->inputs()) node->add_input(in ? in->name() : "");
+    for (const Value* in : n->inputs())
+      node->add_input(in ? in->name() : "");
     for (const Value* out : n->outputs()) {
       // Unused optional outputs were given private names on import; ONNX writes them as "".
       const bool unnamed = out->anonymous && out->uses().empty() && !graph.isGraphOutput(out);
       node->add_output(unnamed ? "" : out->name());
     }
-    for (const Attribute& a : n->attributes.all()) attributeToProto(a, node->add_attribute());
+    for (const Attribute& a : n->attributes.all())
+      attributeToProto(a, node->add_attribute());
     for (const Value* out : n->outputs()) {
       if (!graph.isGraphOutput(out) && out->type.dtype != DType::Undefined) {
         valueInfoToProto(*out, g->add_value_info());
       }
     }
   }
-  for (const Value* v : graph.outputs()) valueInfoToProto(*v, g->add_output());
+  for (const Value* v : graph.outputs())
+    valueInfoToProto(*v, g->add_output());
   return model;
 }
 
@@ -176,14 +185,13 @@ bool exportOnnxFile(const Graph& graph, const std::string& path, const ExportOpt
   if (external) {
     const std::string location = std::filesystem::path(path).filename().string() + ".data";
     const std::string blob = moveToExternalData(model, location, options.external_min_tensor_bytes);
-    const std::string data_path =
-        (std::filesystem::path(path).parent_path() / location).string();
+    const std::string data_path = (std::filesystem::path(path).parent_path() / location).string();
     writeFileAtomically(data_path, blob);
   }
   std::string bytes;
-  require(model.SerializeToString(&bytes),
-          "cannot serialize the model for '" + path + "': it is larger than protobuf's 2 GiB "
-          "limit; lower the external-data threshold");
+  require(model.SerializeToString(&bytes), "cannot serialize the model for '" + path +
+                                               "': it is larger than protobuf's 2 GiB "
+                                               "limit; lower the external-data threshold");
   writeFileAtomically(path, bytes);
   return external;
 }

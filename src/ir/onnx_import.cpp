@@ -76,7 +76,8 @@ Attribute attributeFromProto(const onnx::AttributeProto& proto, const std::strin
       break;
     case onnx::AttributeProto::TENSORS:
       a.kind = AttributeKind::Tensors;
-      for (const auto& t : proto.tensors()) a.tensors.push_back(tensorFromProto(t, base_dir, what));
+      for (const auto& t : proto.tensors())
+        a.tensors.push_back(tensorFromProto(t, base_dir, what));
       break;
     default:
       a.kind = AttributeKind::Opaque;
@@ -89,14 +90,16 @@ Attribute attributeFromProto(const onnx::AttributeProto& proto, const std::strin
 std::vector<std::pair<std::string, std::string>> propsFrom(
     const google::protobuf::RepeatedPtrField<onnx::StringStringEntryProto>& entries) {
   std::vector<std::pair<std::string, std::string>> result;
-  for (const auto& e : entries) result.emplace_back(e.key(), e.value());
+  for (const auto& e : entries)
+    result.emplace_back(e.key(), e.value());
   return result;
 }
 
 void importModelInfo(const onnx::ModelProto& model, ModelInfo& info) {
   info.ir_version = model.ir_version();
   info.opset_imports.clear();
-  for (const auto& op : model.opset_import()) info.opset_imports[op.domain()] = op.version();
+  for (const auto& op : model.opset_import())
+    info.opset_imports[op.domain()] = op.version();
   info.producer_name = model.producer_name();
   info.producer_version = model.producer_version();
   info.domain = model.domain();
@@ -175,7 +178,8 @@ Graph importOnnxModel(onnx::ModelProto& model, const std::string& base_dir,
       outs[k] = graph.uniqueName(n.name() + "_unnamed_output");
     }
     Node* node = graph.addNode(n.op_type(), {}, outs, n.name(), n.domain());
-    for (size_t k = 0; k < outs.size(); ++k) node->output(k)->anonymous = anonymous[k];
+    for (size_t k = 0; k < outs.size(); ++k)
+      node->output(k)->anonymous = anonymous[k];
     node->doc_string = n.doc_string();
     for (const auto& attr : n.attribute()) {
       node->attributes.set(attributeFromProto(attr, base_dir, node->describe()));
@@ -229,8 +233,9 @@ Graph importOnnxFile(const std::string& path, const ImportOptions& options) {
     parsed = model.ParseFromCodedStream(&coded) && coded.ConsumedEntireMessage();
   }
   ::close(fd);
-  require(parsed, "'" + path + "' is not a valid ONNX model: protobuf parsing failed (the file "
-                  "is truncated or not ONNX); re-export or re-download it");
+  require(parsed, "'" + path +
+                      "' is not a valid ONNX model: protobuf parsing failed (the file "
+                      "is truncated or not ONNX); re-export or re-download it");
   try {
     return importOnnxModel(model, fs::path(path).parent_path().string(), options);
   } catch (const Error& e) {

@@ -18,13 +18,15 @@ namespace {
 
 std::vector<int64_t> dimsOf(const onnx::TensorProto& proto, const std::string& what) {
   std::vector<int64_t> dims(proto.dims().begin(), proto.dims().end());
-  for (int64_t d : dims) require(d >= 0, what + ": negative dimension in tensor shape");
+  for (int64_t d : dims)
+    require(d >= 0, what + ": negative dimension in tensor shape");
   return dims;
 }
 
 int64_t elementCount(const std::vector<int64_t>& dims) {
   int64_t n = 1;
-  for (int64_t d : dims) n *= d;
+  for (int64_t d : dims)
+    n *= d;
   return n;
 }
 
@@ -80,8 +82,8 @@ at::Tensor fromRepeated(const Repeated& field, const std::vector<int64_t>& dims,
 at::Tensor tensorFromProto(const onnx::TensorProto& proto, const std::string& base_dir,
                            const std::string& what) {
   const DType dtype = static_cast<DType>(proto.data_type());
-  require(hasScalarType(dtype), what + ": element type " + dtypeName(dtype) +
-                                    " is not supported by qforge's runtime");
+  require(hasScalarType(dtype),
+          what + ": element type " + dtypeName(dtype) + " is not supported by qforge's runtime");
   const c10::ScalarType type = toScalarType(dtype);
   const std::vector<int64_t> dims = dimsOf(proto, what);
   const int64_t count = elementCount(dims);
@@ -92,8 +94,9 @@ at::Tensor tensorFromProto(const onnx::TensorProto& proto, const std::string& ba
     const std::string bytes = external ? readExternalData(proto, base_dir, what) : proto.raw_data();
     const int64_t expected = count * static_cast<int64_t>(c10::elementSize(type));
     require(static_cast<int64_t>(bytes.size()) == expected,
-            what + ": holds " + std::to_string(bytes.size()) + " bytes of data but its shape needs " +
-                std::to_string(expected) + "; the tensor is corrupt");
+            what + ": holds " + std::to_string(bytes.size()) +
+                " bytes of data but its shape needs " + std::to_string(expected) +
+                "; the tensor is corrupt");
     at::Tensor t = at::empty(dims, options);
     if (expected > 0) std::memcpy(t.data_ptr(), bytes.data(), bytes.size());
     return t;
@@ -112,8 +115,8 @@ at::Tensor tensorFromProto(const onnx::TensorProto& proto, const std::string& ba
       t = fromRepeated(proto.double_data(), {-1}, c10::kDouble, type);
       break;
     case DType::Complex128:
-      t = at::view_as_complex(fromRepeated(proto.double_data(), {-1, 2}, c10::kDouble,
-                                           c10::kDouble).contiguous());
+      t = at::view_as_complex(
+          fromRepeated(proto.double_data(), {-1, 2}, c10::kDouble, c10::kDouble).contiguous());
       break;
     case DType::Int64:
       t = fromRepeated(proto.int64_data(), {-1}, c10::kLong, type);
@@ -143,17 +146,19 @@ at::Tensor tensorFromProto(const onnx::TensorProto& proto, const std::string& ba
 void tensorToProto(const at::Tensor& tensor, onnx::TensorProto* proto) {
   at::Tensor t = tensor.detach().contiguous();
   proto->clear_dims();
-  for (int64_t d : t.sizes()) proto->add_dims(d);
+  for (int64_t d : t.sizes())
+    proto->add_dims(d);
   proto->set_data_type(static_cast<int32_t>(fromScalarType(t.scalar_type())));
-  proto->set_raw_data(std::string(static_cast<const char*>(t.data_ptr()),
-                                  static_cast<size_t>(t.nbytes())));
+  proto->set_raw_data(
+      std::string(static_cast<const char*>(t.data_ptr()), static_cast<size_t>(t.nbytes())));
 }
 
 at::Tensor readTensorProtoFile(const std::string& path) {
   const std::string bytes = readFile(path);
   onnx::TensorProto proto;
   require(proto.ParseFromString(bytes), "'" + path + "' is not a serialized ONNX TensorProto");
-  return tensorFromProto(proto, fs::path(path).parent_path().string(), "tensor file '" + path + "'");
+  return tensorFromProto(proto, fs::path(path).parent_path().string(),
+                         "tensor file '" + path + "'");
 }
 
 }  // namespace qforge

@@ -23,17 +23,19 @@ void checkDefinitions(const Graph& graph) {
     }
     for (size_t i = 0; i < node->outputs().size(); ++i) {
       const Value* v = node->outputs()[i];
-      require(v->producer() == node && v->producerOutputIndex() == i,
-              "internal: '" + v->name() + "' does not record " + node->describe() +
-                  " as its producer");
+      require(
+          v->producer() == node && v->producerOutputIndex() == i,
+          "internal: '" + v->name() + "' does not record " + node->describe() + " as its producer");
       require(!v->isInitializer(), "'" + v->name() + "' is both an initializer and the output of " +
                                        node->describe() + "; a value is defined once");
-      require(!graph.isGraphInput(v), "'" + v->name() + "' is both a graph input and the output of " +
+      require(!graph.isGraphInput(v), "'" + v->name() +
+                                          "' is both a graph input and the output of " +
                                           node->describe() + "; a value is defined once");
     }
   }
   for (const Value* out : graph.outputs()) {
-    const bool defined = out->producer() != nullptr || out->isInitializer() || graph.isGraphInput(out);
+    const bool defined =
+        out->producer() != nullptr || out->isInitializer() || graph.isGraphInput(out);
     require(defined, "graph output '" + out->name() + "' is never defined");
   }
 }

@@ -29,8 +29,8 @@ namespace {
 const std::map<std::string, std::string> kKnownExceptions = {
 #include "conformance/known_exceptions/elementwise.inc"
 #include "conformance/known_exceptions/nn.inc"
-#include "conformance/known_exceptions/shape.inc"
 #include "conformance/known_exceptions/quantized.inc"
+#include "conformance/known_exceptions/shape.inc"
 };
 
 std::vector<fs::path> sortedFiles(const fs::path& dir, const std::string& prefix) {
@@ -70,8 +70,8 @@ std::string compare(const at::Tensor& expected, const at::Tensor& actual) {
     if (close.all().item<bool>()) return "";
     at::Tensor diff = (a - e).abs().masked_fill(close, 0).nan_to_num(1e30);
     std::ostringstream out;
-    out << "max abs diff " << diff.max().item<double>() << " ("
-        << (~close).sum().item<int64_t>() << " of " << e.numel() << " elements off)";
+    out << "max abs diff " << diff.max().item<double>() << " (" << (~close).sum().item<int64_t>()
+        << " of " << e.numel() << " elements off)";
     return out.str();
   }
   if (at::equal(expected, actual)) return "";

@@ -23,17 +23,21 @@ Graph buildSingleOpGraph(const SingleOp& op) {
     if (!init) {
       v->type.dtype = fromScalarType(op.inputs[i].scalar_type());
       std::vector<Dim> dims;
-      for (int64_t s : op.inputs[i].sizes()) dims.push_back(Dim::known(s));
+      for (int64_t s : op.inputs[i].sizes())
+        dims.push_back(Dim::known(s));
       v->type.shape = dims;
       g.addInput(v);
     }
     inputs.push_back(v);
   }
   std::vector<std::string> outs;
-  for (size_t i = 0; i < op.outputs; ++i) outs.push_back("out" + std::to_string(i));
+  for (size_t i = 0; i < op.outputs; ++i)
+    outs.push_back("out" + std::to_string(i));
   Node* node = g.addNode(op.op_type, inputs, outs, "op", op.domain);
-  for (const auto& a : op.attributes) node->attributes.set(a);
-  for (Value* out : node->outputs()) g.addOutput(out);
+  for (const auto& a : op.attributes)
+    node->attributes.set(a);
+  for (Value* out : node->outputs())
+    g.addOutput(out);
   return g;
 }
 
@@ -46,7 +50,8 @@ std::vector<at::Tensor> runSingleOp(const SingleOp& op) {
   }
   TensorMap out = executor.run(feeds);
   std::vector<at::Tensor> result;
-  for (const Value* v : g.outputs()) result.push_back(out.at(v->name()));
+  for (const Value* v : g.outputs())
+    result.push_back(out.at(v->name()));
   return result;
 }
 

@@ -6,17 +6,19 @@ WindowGeometry resolveWindowGeometry(const OpContext& ctx, at::IntArrayRef input
                                      at::IntArrayRef kernel_spatial) {
   const size_t rank = input_spatial.size();
   if (kernel_spatial.size() != rank) {
-    ctx.fail("kernel has " + std::to_string(kernel_spatial.size()) + " spatial dims but the input has " +
-             std::to_string(rank));
+    ctx.fail("kernel has " + std::to_string(kernel_spatial.size()) +
+             " spatial dims but the input has " + std::to_string(rank));
   }
   WindowGeometry g;
   g.strides = ctx.attrInts("strides", std::vector<int64_t>(rank, 1));
   g.dilations = ctx.attrInts("dilations", std::vector<int64_t>(rank, 1));
   if (g.strides.size() != rank || g.dilations.size() != rank) {
-    ctx.fail("strides/dilations must have one entry per spatial dim (" + std::to_string(rank) + ")");
+    ctx.fail("strides/dilations must have one entry per spatial dim (" + std::to_string(rank) +
+             ")");
   }
   for (size_t i = 0; i < rank; ++i) {
-    if (g.strides[i] <= 0 || g.dilations[i] <= 0) ctx.fail("strides and dilations must be positive");
+    if (g.strides[i] <= 0 || g.dilations[i] <= 0)
+      ctx.fail("strides and dilations must be positive");
   }
   const std::string auto_pad = ctx.attrString("auto_pad", "NOTSET");
   g.pads_begin.assign(rank, 0);
@@ -36,7 +38,8 @@ WindowGeometry resolveWindowGeometry(const OpContext& ctx, at::IntArrayRef input
     for (size_t i = 0; i < rank; ++i) {
       const int64_t out = (input_spatial[i] + g.strides[i] - 1) / g.strides[i];
       const int64_t extent = (kernel_spatial[i] - 1) * g.dilations[i] + 1;
-      const int64_t total = std::max<int64_t>(0, (out - 1) * g.strides[i] + extent - input_spatial[i]);
+      const int64_t total =
+          std::max<int64_t>(0, (out - 1) * g.strides[i] + extent - input_spatial[i]);
       const int64_t small = total / 2;
       g.pads_begin[i] = auto_pad == "SAME_UPPER" ? small : total - small;
       g.pads_end[i] = total - g.pads_begin[i];

@@ -1,0 +1,196 @@
+#include "exec/executor.h"
+
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include "core/error.h"
+
+namespace qforge {
+namespace {
+
+// The executor is tested against its own tiny registry, so these tests do not depend on the
+// built-in lowerings (which the conformance suite checks).
+const OpRegistry& testRegistry() {
+  static const OpRegistry registry = [] {
+    OpRegistry r;
+    OpInfo mul;
+    mul.op_type = "Mul";
+    mul.run = [](const OpContext& c) { return std::vector<at::Tensor>{c.input(0) * c.input(1)}; };
+    r.add(mul);
+    OpInfo add;
+    add.op_type = "Add";
+    add.run = [](const OpContext& c) { return std::vector<at::Tensor>{c.input(0) + c.input(1)}; };
+    r.add(add);
+    OpInfo neg_new;  // Neg exists only from opset 13 in this registry
+    neg_new.op_type = "Neg";
+    neg_new.since_version = 13;
+    neg_new.run = [](const OpContext& c) { return std::vector<at::Tensor>{-c.input(0)}; };
+    r.add(neg_new);
+    OpInfo boom;
+    boom.op_type = "Boom";
+    boom.run = [](const OpContext& c) -> std::vector<at::Tensor> {
+      return {at::matmul(c.input(0), c.input(0).reshape({-1, 7}))};  // ATen throws for bad shapes
+    };
+    r.add(boom);
+    return r;
+  }();
+  return registry;
+}
+
+// y = (x * w) + x ; z = -(x * w)
+struct Net {
+  Graph g;
+  Net(int64_t opset = 13) {
+    g.model.opset_imports = {{"", opset}};
+    Value* x = g.addValue("x");
+    g.addInput(x);
+    Value* w = g.addInitializer("w", at::tensor({2.f, 3.f}));
+    Node* mul = g.addNode("Mul", {x, w}, {"xw"}, "mul");
+    Node* add = g.addNode("Add", {mul->output(0), x}, {"y"}, "add");
+    Node* neg = g.addNode("Neg", {mul->output(0)}, {"z"}, "neg");
+    g.addOutput(add->output(0));
+    g.addOutput(neg->output(0));
+  }
+};
+
+TEST(ExecutorTest, RunsTheGraphOutputs) {
+  Net net;
+  Executor ex(net.g, {}, testRegistry());
+  TensorMap out = ex.run({{"x", at::tensor({1.f, -1.f})}});
+  EXPECT_TRUE(at::equal(out.at("y"), at::tensor({3.f, -4.f})));
+  EXPECT_TRUE(at::equal(out.at("z"), at::tensor({-2.f, 3.f})));
+}
+
+TEST(ExecutorTest, BatchMayDifferFromAnythingDeclared) {
+  Net net;
+  Executor ex(net.g, {}, testRegistry());
+  TensorMap out = ex.run({{"x", at::ones({5, 2})}});
+  EXPECT_EQ(out.at("y").sizes(), (at::IntArrayRef{5, 2}));
+}
+
+TEST(ExecutorTest, RunsTheSubgraphAfterAnIntermediateFeed) {
+  Net net;
+  Executor ex(net.g, {}, testRegistry());
+  int mul_calls = 0;
+  ex.addHook("xw", [&](const Value&, const at::Tensor& t) {
+    ++mul_calls;
+    return t;
+  });
+  // Feeding xw means Mul does not run; only Neg does.
+  TensorMap out = ex.run({{"xw", at::tensor({10.f, 20.f})}}, {"z"});
+  EXPECT_TRUE(at::equal(out.at("z"), at::tensor({-10.f, -20.f})));
+  EXPECT_EQ(out.count("y"), 0u);
+  EXPECT_EQ(mul_calls, 1);  // the hook still sees the fed value once
+}
+
+TEST(ExecutorTest, HooksObserveAndReplaceValues) {
+  Net net;
+  Executor ex(net.g, {}, testRegistry());
+  at::Tensor seen;
+  ex.addHook("xw", [&](const Value& v, const at::Tensor& t) {
+    EXPECT_EQ(v.name(), "xw");
+    seen = t.clone();
+    return t;
+  });
+  const int64_t replace = ex.addHook("w", [](const Value&, const at::Tensor& t) { return t * 0; });
+  TensorMap out = ex.run({{"x", at::tensor({1.f, 1.f})}});
+  EXPECT_TRUE(at::equal(seen, at::tensor({0.f, 0.f})));  // weight hook ran first
+  EXPECT_TRUE(at::equal(out.at("y"), at::tensor({1.f, 1.f})));
+  ex.removeHook(replace);
+  out = ex.run({{"x", at::tensor({1.f, 1.f})}});
+  EXPECT_TRUE(at::equal(seen, at::tensor({2.f, 3.f})));
+}
+
+TEST(ExecutorTest, HookOnUnknownValueIsRefused) {
+  Net net;
+  Executor ex(net.g, {}, testRegistry());
+  EXPECT_THROW(ex.addHook("nope", [](const Value&, const at::Tensor& t) { return t; }), Error);
+}
+
+TEST(ExecutorTest, InitializerUpdatesAreSeenWithoutRebuilding) {
+  Net net;
+  Executor ex(net.g, {}, testRegistry());
+  net.g.value("w")->setInitializer(at::tensor({1.f, 1.f}));
+  EXPECT_TRUE(at::equal(ex.run({{"x", at::tensor({1.f, 2.f})}}).at("y"), at::tensor({2.f, 4.f})));
+}
+
+TEST(ExecutorTest, GradientsFlowToInitializersWhenEnabled) {
+  Net net;
+  net.g.value("w")->setInitializer(at::tensor({2.f, 3.f}).requires_grad_());
+  Executor ex(net.g, ExecutorOptions{true}, testRegistry());
+  TensorMap out = ex.run({{"x", at::tensor({4.f, 5.f})}});
+  out.at("y").sum().backward();
+  // d(sum(x*w + x))/dw = x
+  EXPECT_TRUE(at::equal(net.g.value("w")->initializer().grad(), at::tensor({4.f, 5.f})));
+}
+
+TEST(ExecutorTest, InferenceRecordsNoAutogradHistory) {
+  Net net;
+  net.g.value("w")->setInitializer(at::tensor({2.f, 3.f}).requires_grad_());
+  Executor ex(net.g, {}, testRegistry());
+  EXPECT_FALSE(ex.run({{"x", at::tensor({4.f, 5.f})}}).at("y").requires_grad());
+}
+
+TEST(ExecutorTest, UnsupportedOpIsReportedWhenBuiltNamingNodeAndOpset) {
+  Net net(11);  // Neg is registered from opset 13 only
+  try {
+    Executor ex(net.g, {}, testRegistry());
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("node 'neg' (Neg)"), std::string::npos) << m;
+    EXPECT_NE(m.find("opset 11"), std::string::npos) << m;
+    EXPECT_NE(m.find("other opset versions"), std::string::npos) << m;
+  }
+  const auto missing = Executor::unsupportedOps(net.g, testRegistry());
+  ASSERT_EQ(missing.size(), 1u);
+  EXPECT_EQ(missing[0], "Neg (opset 11): neg");
+}
+
+TEST(ExecutorTest, UnknownOpIsReportedAsNotSupported) {
+  Net net;
+  net.g.addNode("Frobnicate", {net.g.value("x")}, {"f"}, "frob");
+  try {
+    Executor ex(net.g, {}, testRegistry());
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("node 'frob' (Frobnicate)"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("not supported"), std::string::npos);
+  }
+}
+
+TEST(ExecutorTest, MissingOrUnknownInputsAreClearErrors) {
+  Net net;
+  Executor ex(net.g, {}, testRegistry());
+  EXPECT_THROW(ex.run({}), Error);
+  EXPECT_THROW(ex.run({{"x", at::ones({2})}, {"typo", at::ones({2})}}), Error);
+  EXPECT_THROW(ex.run({{"x", at::ones({2})}}, {"nothing"}), Error);
+}
+
+TEST(ExecutorTest, AtenFailuresBecomeOneLineErrorsNamingTheNode) {
+  Graph g;
+  Value* x = g.addValue("x");
+  g.addInput(x);
+  g.addOutput(g.addNode("Boom", {x}, {"y"}, "boom")->output(0));
+  Executor ex(g, {}, testRegistry());
+  try {
+    ex.run({{"x", at::ones({3, 3})}});
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_EQ(m.rfind("node 'boom' (Boom), opset", 0), 0u) << m;
+    EXPECT_EQ(m.find('\n'), std::string::npos) << m;
+  }
+}
+
+TEST(ExecutorTest, PositionalCallMatchesNamedRun) {
+  Net net;
+  Executor ex(net.g, {}, testRegistry());
+  std::vector<at::Tensor> out = ex({at::tensor({1.f, -1.f})});
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_TRUE(at::equal(out[0], at::tensor({3.f, -4.f})));
+  EXPECT_THROW(ex({}), Error);
+}
+
+}  // namespace
+}  // namespace qforge
