@@ -13,6 +13,7 @@
 #include "exec/executor.h"
 #include "exec/sample_inputs.h"
 #include "ir/onnx_import.h"
+#include "ir/onnx_tensor.h"
 
 namespace qforge::cli {
 
@@ -24,8 +25,51 @@ struct RunOptions {
   int iterations = 10;
   int warmup = 2;
   uint64_t seed = 0;
+  std::vector<std::string> input_files;     // NAME=FILE.pb
+  std::vector<std::string> expected_files;  // NAME=FILE.pb
+  double atol = 1e-4;
+  double rtol = 1e-4;
   bool json = false;
 };
+
+std::pair<std::string, std::string> splitSpec(const std::string& spec, const std::string& flag) {
+  const size_t eq = spec.find('=');
+  require(eq != std::string::npos && eq > 0,
+          flag + " '" + spec + "' must be NAME=FILE.pb (a serialized ONNX TensorProto)");
+  return {spec.substr(0, eq), spec.substr(eq + 1)};
+}
+
+// Replaces sample inputs with tensors read from ONNX TensorProto files given as NAME=FILE.pb.
+void loadInputFiles(const Graph& graph, const std::vector<std::string>& specs, TensorMap& feeds) {
+  for (const std::string& spec : specs) {
+    auto [name, file] = splitSpec(spec, "--input");
+    const Value* v = graph.findValue(name);
+    require(v != nullptr && graph.isGraphInput(v),
+            "--input names '" + name + "', which is not an input of the model");
+    feeds[name] = readTensorProtoFile(file);
+  }
+}
+
+// Compares outputs with reference tensors; returns a JSON row per comparison.
+nlohmann::json compareOutputs(const Graph& graph, const std::vector<std::string>& specs,
+                              const TensorMap& outputs, double atol, double rtol) {
+  nlohmann::json rows = nlohmann::json::array();
+  for (const std::string& spec : specs) {
+    auto [name, file] = splitSpec(spec, "--expect");
+    const Value* v = graph.findValue(name);
+    require(v != nullptr && graph.isGraphOutput(v),
+            "--expect names '" + name + "', which is not an output of the model");
+    at::Tensor expected = readTensorProtoFile(file).to(at::kDouble);
+    at::Tensor actual = outputs.at(name).to(at::kDouble);
+    require(expected.sizes() == actual.sizes(),
+            "--expect " + name + ": reference shape " + c10::str(expected.sizes()) +
+                " differs from the output's " + c10::str(actual.sizes()));
+    const double max_diff = expected.numel() ? (actual - expected).abs().max().item<double>() : 0;
+    const bool ok = at::allclose(actual, expected, rtol, atol);
+    rows.push_back({{"name", name}, {"max_abs_diff", max_diff}, {"within_tolerance", ok}});
+  }
+  return rows;
+}
 
 int runModel(const RunOptions& o) {
   require(o.batch > 0, "--batch must be positive");
@@ -33,6 +77,9 @@ int runModel(const RunOptions& o) {
   Graph graph = importOnnxFile(o.model);
   Executor executor(graph);
   TensorMap feeds = sampleInputs(graph, o.batch, true, o.seed);
+  loadInputFiles(graph, o.input_files, feeds);
+  int64_t batch = o.batch;
+  if (!feeds.empty() && feeds.begin()->second.dim() > 0) batch = feeds.begin()->second.size(0);
   for (int i = 0; i < o.warmup; ++i)
     executor.run(feeds);
   std::vector<double> ms;
@@ -44,11 +91,14 @@ int runModel(const RunOptions& o) {
                      .count());
   }
   std::sort(ms.begin(), ms.end());
+  const nlohmann::json checks = compareOutputs(graph, o.expected_files, outputs, o.atol, o.rtol);
+  bool all_ok = true;
+  for (const auto& c : checks) all_ok = all_ok && c["within_tolerance"].get<bool>();
   const double median = ms[ms.size() / 2];
 
   nlohmann::json report;
   report["model"] = o.model;
-  report["batch"] = o.batch;
+  report["batch"] = batch;
   report["threads"] = at::get_num_threads();
   report["median_ms"] = median;
   report["min_ms"] = ms.front();
@@ -61,18 +111,28 @@ int runModel(const RunOptions& o) {
                                  {"mean", f.mean().item<double>()},
                                  {"abs_sum", f.abs().sum().item<double>()}});
   }
+  report["expect"] = checks;
+  const int exit_code = all_ok ? 0 : 1;
   if (o.json) {
     std::cout << report.dump(2) << "\n";
-    return 0;
+    return exit_code;
   }
-  std::cout << "model    " << o.model << "\nbatch    " << o.batch << " (sample inputs, seed "
-            << o.seed << ")\nthreads  " << at::get_num_threads() << "\nlatency  median " << median
+  std::cout << "model    " << o.model << "\nbatch    " << batch
+            << (o.input_files.empty() ? " (sample inputs, seed " + std::to_string(o.seed) + ")"
+                                      : " (inputs from files)")
+            << "\nthreads  " << at::get_num_threads() << "\nlatency  median " << median
             << " ms, min " << ms.front() << " ms over " << o.iterations << " runs\n";
   for (const auto& out : report["outputs"]) {
     std::cout << "output   " << out["name"].get<std::string>() << " " << out["shape"].dump()
               << " mean " << out["mean"].get<double>() << "\n";
   }
-  return 0;
+  for (const auto& c : checks) {
+    std::cout << "expect   " << c["name"].get<std::string>() << ": max |diff| "
+              << c["max_abs_diff"].get<double>() << " vs reference, "
+              << (c["within_tolerance"].get<bool>() ? "within" : "OUTSIDE") << " tolerance (atol "
+              << o.atol << ", rtol " << o.rtol << ")\n";
+  }
+  return exit_code;
 }
 
 }  // namespace
@@ -88,6 +148,14 @@ std::pair<CLI::App*, std::function<int()>> addRunCommand(CLI::App& app) {
   sub->add_option("--iters", options->iterations, "Timed runs")->capture_default_str();
   sub->add_option("--warmup", options->warmup, "Untimed runs first")->capture_default_str();
   sub->add_option("--seed", options->seed, "Seed of the sample inputs")->capture_default_str();
+  sub->add_option("--input", options->input_files,
+                  "NAME=FILE.pb: feed this input from a serialized ONNX TensorProto instead of "
+                  "a sample (repeatable)");
+  sub->add_option("--expect", options->expected_files,
+                  "NAME=FILE.pb: compare this output with a reference tensor; exit 1 when it is "
+                  "outside tolerance (repeatable)");
+  sub->add_option("--atol", options->atol, "Absolute tolerance of --expect")->capture_default_str();
+  sub->add_option("--rtol", options->rtol, "Relative tolerance of --expect")->capture_default_str();
   sub->add_flag("--json", options->json, "Print machine-readable JSON");
   return {sub, [options] { return runModel(*options); }};
 }
