@@ -89,6 +89,48 @@ TEST(CliTest, BadThreadCountIsRefused) {
   EXPECT_NE(r.out.find("QFORGE_NUM_THREADS"), std::string::npos);
 }
 
+std::string bundled(const std::string& file) {
+  return std::string(QFORGE_SOURCE_DIR) + "/models/" + file;
+}
+
+TEST(CliTest, RunMatchesTheBundledReferenceOutput) {
+  Result r = runCli("run --json " + bundled("tiny_cnn.onnx") +
+                    " --input image=" + bundled("tiny_cnn.input.pb") +
+                    " --expect logits=" + bundled("tiny_cnn.output.pb"));
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["batch"], 4);
+  EXPECT_EQ(j["outputs"][0]["shape"], nlohmann::json::parse("[4, 10]"));
+  EXPECT_TRUE(j["expect"][0]["within_tolerance"].get<bool>());
+  EXPECT_LT(j["expect"][0]["max_abs_diff"].get<double>(), 1e-4);
+}
+
+TEST(CliTest, RunFailsWhenOutputDiffersFromTheReference) {
+  // The reference logits against different images: must be reported as outside tolerance.
+  Result r = runCli("run " + bundled("tiny_cnn.onnx") +
+                    " --batch 4 --expect logits=" + bundled("tiny_cnn.output.pb"));
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_NE(r.out.find("OUTSIDE tolerance"), std::string::npos) << r.out;
+}
+
+TEST(CliTest, RunRejectsBadInputSpecs) {
+  for (const std::string& spec : std::vector<std::string>{
+           "--input image", "--input nosuch=" + bundled("tiny_cnn.input.pb"),
+           "--expect image=" + bundled("tiny_cnn.input.pb"), "--input image=/nonexistent.pb"}) {
+    Result r = runCli("run " + bundled("tiny_cnn.onnx") + " " + spec);
+    EXPECT_EQ(r.exit_code, 2) << spec << ": " << r.out;
+    EXPECT_EQ(lineCount(r.out), 1u) << r.out;
+  }
+}
+
+TEST(CliTest, RunWithWrongInputShapeNamesTheNode) {
+  Result r =
+      runCli("run " + bundled("tiny_cnn.onnx") + " --input image=" + bundled("tiny_cnn.output.pb"));
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_NE(r.out.find("node '"), std::string::npos) << r.out;
+  EXPECT_EQ(lineCount(r.out), 1u) << r.out;
+}
+
 TEST(CliTest, UsageErrorsExitNonZero) {
   EXPECT_NE(runCli("").exit_code, 0);
   EXPECT_NE(runCli("inspect").exit_code, 0);
