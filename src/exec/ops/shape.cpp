@@ -148,7 +148,8 @@ std::vector<at::Tensor> squeeze(const OpContext& ctx) {
     axes = toInt64Vector(ctx.input(1));
   }
   std::vector<bool> drop(rank, false);
-  if (axes) {
+  // An empty axes list squeezes everything, as an absent one does (what exporters and ORT do).
+  if (axes && !axes->empty()) {
     for (int64_t a : normalizeAxes(ctx, *axes, rank)) {
       if (x.size(a) != 1) {
         ctx.fail("cannot squeeze axis " + std::to_string(a) + " of a tensor of shape " +
