@@ -213,7 +213,9 @@ std::vector<at::Tensor> split(const OpContext& ctx) {
   const int64_t axis = normalizeAxis(ctx, ctx.attrInt("axis", 0), x.dim());
   const int64_t dim = x.size(axis);
   const int64_t n = static_cast<int64_t>(ctx.outputCount());
-  // The split sizes were an attribute (or Split-1's second input) before opset 13, an input from.
+  if (n == 0) ctx.fail("Split needs at least one output");
+  // The split sizes were an attribute (or Split-1's second input) before opset 13, an input
+  // from 13.
   std::optional<std::vector<int64_t>> sizes;
   if (ctx.opset() < 13 && ctx.hasAttr("split")) sizes = ctx.attrInts("split", {});
   if ((ctx.opset() >= 13 || ctx.opset() < 2) && ctx.hasInput(1)) {
