@@ -14,17 +14,9 @@ namespace qforge {
 
 namespace {
 
+using ops::floatInput;
 using ops::kLatestOpset;
 using ops::op;
-
-const at::Tensor& floatInput(const OpContext& ctx, size_t i) {
-  const at::Tensor& x = ctx.input(i);
-  if (!at::isFloatingType(x.scalar_type())) {
-    ctx.fail(std::string("input ") + std::to_string(i) + " must be a floating-point tensor, got " +
-             c10::toString(x.scalar_type()));
-  }
-  return x;
-}
 
 std::vector<at::Tensor> prelu(const OpContext& ctx) {
   const at::Tensor& x = ctx.input(0);

@@ -12,6 +12,7 @@ namespace qforge {
 
 namespace {
 
+using ops::floatInput;
 using ops::kLatestOpset;
 using ops::op;
 
@@ -48,15 +49,6 @@ std::pair<at::Tensor, at::Tensor> binaryOperands(const OpContext& ctx) {
   }
   if (ctx.opset() < 7) b = legacyBroadcastRhs(ctx, a, b);
   return {a, b};
-}
-
-const at::Tensor& floatInput(const OpContext& ctx, size_t i) {
-  const at::Tensor& x = ctx.input(i);
-  if (!at::isFloatingType(x.scalar_type())) {
-    ctx.fail(std::string("input ") + std::to_string(i) + " must be a floating-point tensor, got " +
-             c10::toString(x.scalar_type()));
-  }
-  return x;
 }
 
 using BinaryFn = at::Tensor (*)(const at::Tensor&, const at::Tensor&);
