@@ -161,6 +161,25 @@ void backwardTyped(const at::Tensor& x, const at::Tensor& grad_y, const AffineGr
   }
 }
 
+template <RoundingMode kMode, bool kDivide, int kPower>
+double lpErrorRun(const float* x, int64_t n, ChannelConsts<float> k, double p) {
+  double sum = 0.0;
+  for (int64_t i = 0; i < n; ++i) {
+    float v = kDivide ? x[i] / k.scale : x[i] * k.inv_scale;
+    v = v < k.lo ? k.lo : v;
+    v = v > k.hi ? k.hi : v;
+    const double err = static_cast<double>(roundToGrid<kMode>(v) * k.scale - x[i]);
+    if constexpr (kPower == 2) {
+      sum += err * err;
+    } else if constexpr (kPower == 1) {
+      sum += std::fabs(err);
+    } else {
+      sum += std::pow(std::fabs(err), p);
+    }
+  }
+  return sum;
+}
+
 void checkFloating(const at::Tensor& t, const char* what) {
   require(t.scalar_type() == at::kFloat || t.scalar_type() == at::kDouble,
           std::string("fake quantize: ") + what + " must be float32 or float64, got " +
@@ -249,6 +268,40 @@ void affineFakeQuantBackward(const at::Tensor& x, const at::Tensor& grad_y, cons
   } else {
     backwardTyped<double>(x, grad_y, grid, grad_x, grad_scale, grad_zero_point);
   }
+}
+
+std::vector<double> affineLpError(const at::Tensor& x, const AffineGrid& grid, double p) {
+  require(x.scalar_type() == at::kFloat && x.is_contiguous(),
+          "Lp error: expects a contiguous float32 tensor");
+  require(p > 0.0, "Lp error: p must be positive");
+  const int64_t n = x.numel();
+  const int64_t chunks = chunkCount(n, kGrain);
+  std::vector<double> partial(chunks * grid.channels, 0.0);
+  const float* src = x.data_ptr<float>();
+  dispatchGrid<float>(grid, [&](auto mode, auto divide) {
+    constexpr RoundingMode kMode = decltype(mode)::value;
+    constexpr bool kDivide = decltype(divide)::value;
+    forEachChunk(n, kGrain, [&](int64_t chunk, int64_t b, int64_t e) {
+      forEachChannelRun(grid, b, e, [&](int64_t c, int64_t rb, int64_t re) {
+        const ChannelConsts<float> k = channelConsts<float>(grid, c);
+        double sum;
+        if (p == 2.0) {
+          sum = lpErrorRun<kMode, kDivide, 2>(src + rb, re - rb, k, p);
+        } else if (p == 1.0) {
+          sum = lpErrorRun<kMode, kDivide, 1>(src + rb, re - rb, k, p);
+        } else {
+          sum = lpErrorRun<kMode, kDivide, 0>(src + rb, re - rb, k, p);
+        }
+        partial[chunk * grid.channels + c] += sum;
+      });
+    });
+  });
+  std::vector<double> total(grid.channels, 0.0);
+  for (int64_t chunk = 0; chunk < chunks; ++chunk) {
+    for (int64_t c = 0; c < grid.channels; ++c)
+      total[c] += partial[chunk * grid.channels + c];
+  }
+  return total;
 }
 
 }  // namespace quant

@@ -47,6 +47,10 @@ void affineFakeQuantBackward(const at::Tensor& x, const at::Tensor& grad_y, cons
                              at::Tensor* grad_x, std::vector<double>* grad_scale,
                              std::vector<double>* grad_zero_point);
 
+// Sum over elements of |fake_quantize(x) - x|^p for a contiguous float32 tensor, per channel of
+// the grid (p > 0; p == 2 and p == 1 take fast paths). Used by error-minimising range searches.
+std::vector<double> affineLpError(const at::Tensor& x, const AffineGrid& grid, double p);
+
 // Splits [0, n) into chunks of at least `grain` elements and runs fn(chunk_index, begin, end) in
 // parallel; returns the chunk count so callers can pre-size per-chunk accumulators with
 // chunkCount(n, grain).
