@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "quant/affine_kernels.h"
+#include "quant/autograd_util.h"
 
 namespace qforge {
 namespace quant {
@@ -16,12 +17,6 @@ namespace {
 
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
-
-std::vector<double> toDoubles(const at::Tensor& t) {
-  const at::Tensor flat = t.detach().to(at::kDouble).contiguous().reshape({-1});
-  const double* p = flat.data_ptr<double>();
-  return std::vector<double>(p, p + flat.numel());
-}
 
 AffineGrid gridFor(const at::Tensor& x, const QParams& params, const QScheme& scheme,
                    const char* who) {
@@ -35,31 +30,6 @@ at::Tensor floatingContiguous(const at::Tensor& x, const char* who) {
           std::string(who) + ": input must be float32 or float64, got " +
               std::string(c10::toString(x.scalar_type())));
   return x.contiguous();
-}
-
-// AffineGrid travels through the autograd context as IValues.
-void saveGrid(AutogradContext* ctx, const AffineGrid& grid) {
-  ctx->saved_data["qmin"] = grid.qmin;
-  ctx->saved_data["qmax"] = grid.qmax;
-  ctx->saved_data["rounding"] = static_cast<int64_t>(grid.rounding);
-  ctx->saved_data["division"] = static_cast<int64_t>(grid.division);
-  ctx->saved_data["channels"] = grid.channels;
-  ctx->saved_data["inner"] = grid.inner;
-  ctx->saved_data["scales"] = grid.scales;
-  ctx->saved_data["zero_points"] = grid.zero_points;
-}
-
-AffineGrid loadGrid(AutogradContext* ctx) {
-  AffineGrid grid;
-  grid.qmin = ctx->saved_data["qmin"].toInt();
-  grid.qmax = ctx->saved_data["qmax"].toInt();
-  grid.rounding = static_cast<RoundingMode>(ctx->saved_data["rounding"].toInt());
-  grid.division = static_cast<ScaleDivision>(ctx->saved_data["division"].toInt());
-  grid.channels = ctx->saved_data["channels"].toInt();
-  grid.inner = ctx->saved_data["inner"].toInt();
-  grid.scales = ctx->saved_data["scales"].toDoubleVector();
-  grid.zero_points = ctx->saved_data["zero_points"].toDoubleVector();
-  return grid;
 }
 
 class FixedFakeQuantizeFn : public torch::autograd::Function<FixedFakeQuantizeFn> {
