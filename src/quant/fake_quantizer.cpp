@@ -56,6 +56,8 @@ void FakeQuantizer::setMode(FakeQuantMode mode) {
       mode == FakeQuantMode::Calibration || mode == FakeQuantMode::CalibrateAndQuantize;
   fake_quant_enabled_ =
       mode == FakeQuantMode::Quantization || mode == FakeQuantMode::CalibrateAndQuantize;
+  // Pull calibration results now, so parameters() is complete before the first training step.
+  if (fake_quant_enabled_) refreshFromObserver();
 }
 
 FakeQuantMode FakeQuantizer::mode() const {
