@@ -97,6 +97,33 @@ TEST(FakeQuantizeTest, LearnablePerTensorMatchesATenForwardAndGradients) {
   }
 }
 
+// ATen's learnable per-channel kernel rounds x/s + z (float zero point) where the per-tensor one
+// rounds x/s and adds z; with zero points of 0 (symmetric schemes) both define the same function.
+TEST(FakeQuantizeTest, LearnablePerChannelMatchesATenForSymmetricSchemes) {
+  QScheme s = QScheme::int8Symmetric();
+  s.axis = 1;
+  s.division = ScaleDivision::MultiplyByReciprocal;
+  at::manual_seed(12);
+  const at::Tensor x0 = at::randn({6, 4, 5}) * 3.0f;
+  const at::Tensor scale0 = at::rand({4}) * 0.05f + 0.01f;
+  at::Tensor x_ours = x0.clone().requires_grad_(true);
+  at::Tensor x_aten = x0.clone().requires_grad_(true);
+  at::Tensor s_ours = scale0.clone().requires_grad_(true);
+  at::Tensor s_aten = scale0.clone().requires_grad_(true);
+  at::Tensor z_ours = at::zeros({4}).requires_grad_(true);
+  at::Tensor z_aten = at::zeros({4}).requires_grad_(true);
+  const at::Tensor y_ours = learnableFakeQuantize(x_ours, s_ours, z_ours, s, 0.5);
+  const at::Tensor y_aten =
+      at::_fake_quantize_learnable_per_channel_affine(x_aten, s_aten, z_aten, 1, -127, 127, 0.5);
+  ASSERT_TRUE(at::equal(y_ours, y_aten));
+  const at::Tensor w = at::randn({6, 4, 5});
+  torch::autograd::backward({(y_ours * w).sum()});
+  torch::autograd::backward({(y_aten * w).sum()});
+  EXPECT_TRUE(at::equal(x_ours.grad(), x_aten.grad()));
+  EXPECT_TRUE(at::allclose(s_ours.grad(), s_aten.grad(), 1e-4, 1e-6));
+  EXPECT_TRUE(at::allclose(z_ours.grad(), z_aten.grad(), 1e-4, 1e-6));
+}
+
 // ONNX QuantizeLinear: y = saturate(round_half_even(x / y_scale) + y_zero_point), written out here
 // independently of the library; DequantizeLinear: (y - zero_point) * scale.
 TEST(FakeQuantizeTest, QuantizeDequantizeFollowOnnxSemantics) {
