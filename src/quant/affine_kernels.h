@@ -4,7 +4,10 @@
 #pragma once
 
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
 
+#include <algorithm>
+#include <string>
 #include <vector>
 
 #include "quant/qscheme.h"
@@ -51,21 +54,8 @@ void affineFakeQuantBackward(const at::Tensor& x, const at::Tensor& grad_y, cons
 // the grid (p > 0; p == 2 and p == 1 take fast paths). Used by error-minimising range searches.
 std::vector<double> affineLpError(const at::Tensor& x, const AffineGrid& grid, double p);
 
-// Splits [0, n) into chunks of at least `grain` elements and runs fn(chunk_index, begin, end) in
-// parallel; returns the chunk count so callers can pre-size per-chunk accumulators with
-// chunkCount(n, grain).
-int64_t chunkCount(int64_t n, int64_t grain);
-template <typename Fn>
-void forEachChunk(int64_t n, int64_t grain, const Fn& fn);
-
-}  // namespace quant
-}  // namespace qforge
-
-#include <ATen/Parallel.h>
-
-namespace qforge {
-namespace quant {
-
+// Number of chunks forEachChunk(n, grain, ...) uses, so callers can pre-size per-chunk
+// accumulators.
 inline int64_t chunkCount(int64_t n, int64_t grain) {
   if (n <= 0) return 0;
   const int64_t by_size = (n + grain - 1) / grain;
@@ -74,6 +64,8 @@ inline int64_t chunkCount(int64_t n, int64_t grain) {
   return std::max<int64_t>(1, std::min(by_size, by_threads));
 }
 
+// Splits [0, n) into chunkCount(n, grain) chunks of at least `grain` elements and runs
+// fn(chunk_index, begin, end) for them in parallel.
 template <typename Fn>
 void forEachChunk(int64_t n, int64_t grain, const Fn& fn) {
   const int64_t chunks = chunkCount(n, grain);

@@ -29,7 +29,8 @@ const char* toString(FakeQuantMode mode);
 
 class FakeQuantizer {
  public:
-  // `observer` may be null for quantizers whose parameters are set or learned directly.
+  // `observer` may be null for quantizers whose parameters are set or learned directly. A
+  // quantizer with an observer starts in Calibration mode, one without in Quantization mode.
   FakeQuantizer(std::string kind, std::string name, QScheme scheme,
                 std::unique_ptr<Observer> observer);
   virtual ~FakeQuantizer() = default;

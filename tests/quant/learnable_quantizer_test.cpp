@@ -148,6 +148,27 @@ TEST(LsqTest, QuantizerAppliesGradScaleAndKeepsParametersOnOptimizerPath) {
       at::equal(lsq.forward(x).detach(), fakeQuantize(x, makeQParams({2 * before}, {0}), s)));
 }
 
+TEST(LsqTest, SharedQuantizerSurvivesTwoForwardsBeforeBackward) {
+  // A weight quantizer applied twice in one step (shared weights): the parameter maintenance at
+  // the start of each forward must not invalidate the graph of the first one.
+  const QScheme s = QScheme::uint8Asymmetric();
+  LsqFakeQuantizer::Options options;
+  options.learn_zero_point = true;
+  LsqFakeQuantizer lsq("w", s, nullptr, options);
+  lsq.setQParams(makeQParams({0.1f}, {3}));
+  const at::Tensor x = at::linspace(-1.0, 30.0, 200);
+  const at::Tensor y = lsq.forward(x) + lsq.forward(x * 0.5);
+  EXPECT_NO_THROW(torch::autograd::backward({y.sum()}));
+  EXPECT_TRUE(lsq.scale().grad().defined());
+  // A scale pushed negative by an optimizer step is repaired before the next forward.
+  {
+    at::NoGradGuard no_grad;
+    lsq.scale().fill_(-0.2f);
+  }
+  lsq.forward(x);
+  EXPECT_FLOAT_EQ(lsq.scale().item<float>(), 0.2f);
+}
+
 TEST(LsqPlusTest, LearnsZeroPointOnAsymmetricSchemes) {
   const QScheme s = QScheme::uint8Asymmetric();
   LsqFakeQuantizer::Options options;

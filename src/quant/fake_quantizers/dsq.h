@@ -2,10 +2,10 @@
 // the hard step is replaced for the backward pass by the tanh curve
 //   phi(v) = floor(v) + 0.5 + 0.5 * tanh(k (v - floor(v) - 0.5)) / tanh(k / 2),
 //   with 1 / tanh(k / 2) = 1 / (1 - alpha), i.e. k = ln(2 / alpha - 1),
-// where v = clamp(x / s + z, qmin, qmax). The forward value is round(phi(v)) (the hard
-// quantization); gradients flow through phi to x and to the learnable alpha in (0, 1): the
-// smaller alpha, the closer phi is to the staircase. Scale and zero point come from the observer.
-// Per-tensor or per-channel.
+// where v = clamp(x / s + z, qmin, qmax). The forward value is round(phi(v)), half to
+// even (the hard quantization); gradients flow through phi to x and to the learnable alpha in (0,
+// 1): the smaller alpha, the closer phi is to the staircase. Scale and zero point come from the
+// observer. Per-tensor or per-channel.
 #pragma once
 
 #include "quant/fake_quantizer.h"

@@ -47,13 +47,16 @@ std::vector<at::Tensor> LsqFakeQuantizer::parameters() const {
 at::Tensor LsqFakeQuantizer::quantize(const at::Tensor& x) {
   {
     // An optimizer step may have pushed the scale through zero, or the zero point off the grid.
+    // variable_data() edits the values without bumping the autograd version counter (like
+    // PyTorch's .data), so graphs of earlier forwards that saved these tensors stay valid.
     at::NoGradGuard no_grad;
-    scale_.abs_().clamp_min_(scheme().eps);
+    at::Tensor scale = scale_.variable_data();
+    if ((scale < scheme().eps).any().item<bool>()) scale.abs_().clamp_min_(scheme().eps);
+    at::Tensor zp = zero_point_.variable_data();
     if (scheme().symmetric) {
-      zero_point_.zero_();
+      zp.zero_();
     } else {
-      zero_point_.clamp_(static_cast<double>(scheme().qmin()),
-                         static_cast<double>(scheme().qmax()));
+      zp.clamp_(static_cast<double>(scheme().qmin()), static_cast<double>(scheme().qmax()));
     }
   }
   double factor = 1.0;
