@@ -1,5 +1,6 @@
 #include "quant/affine_kernels.h"
 
+#include <atomic>
 #include <cmath>
 #include <string>
 
@@ -80,9 +81,11 @@ __attribute__((target("avx2"))) void forwardRunAvx2(const T* x, T* y, int64_t n,
     y[i] = fakeQuantValue<kMode, kDivide>(x[i], k);
 }
 
-bool cpuHasAvx2() {
+std::atomic<bool> avx2_allowed{true};
+
+bool useAvx2() {
   static const bool has = __builtin_cpu_supports("avx2");
-  return has;
+  return has && avx2_allowed.load(std::memory_order_relaxed);
 }
 
 template <typename T>
@@ -92,7 +95,7 @@ void forwardTyped(const at::Tensor& x, const AffineGrid& grid, at::Tensor& out) 
   dispatchGrid<T>(grid, [&](auto mode, auto divide) {
     constexpr RoundingMode kMode = decltype(mode)::value;
     constexpr bool kDivide = decltype(divide)::value;
-    const bool avx2 = cpuHasAvx2();
+    const bool avx2 = useAvx2();
     forEachChunk(x.numel(), kGrain, [&](int64_t, int64_t b, int64_t e) {
       forEachChannelRun(grid, b, e, [&](int64_t c, int64_t rb, int64_t re) {
         if (avx2) {
@@ -211,6 +214,10 @@ void checkFloating(const at::Tensor& t, const char* what) {
 }
 
 }  // namespace
+
+bool setAvx2Allowed(bool allowed) {
+  return avx2_allowed.exchange(allowed);
+}
 
 AffineGrid makeAffineGrid(const at::Tensor& x, const QScheme& scheme, std::vector<double> scales,
                           std::vector<double> zero_points, const std::string& who) {

@@ -54,6 +54,10 @@ void affineFakeQuantBackward(const at::Tensor& x, const at::Tensor& grad_y, cons
 // the grid (p > 0; p == 2 and p == 1 take fast paths). Used by error-minimising range searches.
 std::vector<double> affineLpError(const at::Tensor& x, const AffineGrid& grid, double p);
 
+// The forward kernel uses an AVX2 build when the CPU has it. Tests switch it off to cover the
+// baseline (SSE2) build on AVX2 machines; returns the previous setting.
+bool setAvx2Allowed(bool allowed);
+
 // Number of chunks forEachChunk(n, grain, ...) uses, so callers can pre-size per-chunk
 // accumulators.
 inline int64_t chunkCount(int64_t n, int64_t grain) {

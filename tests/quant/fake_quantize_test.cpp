@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "ir/onnx_tensor.h"
+#include "quant/affine_kernels.h"
 
 namespace qforge::quant {
 namespace {
@@ -37,18 +38,24 @@ at::Tensor probeValues(float scale, int64_t zero_point, int64_t n, uint64_t seed
 TEST(FakeQuantizeTest, PerTensorBitIdenticalToATen) {
   const float scales[] = {0.1f, 0.0123f, 3.7f, 1.0f / 255.0f, 0x1.85d2d2p-10f};
   const int64_t zero_points[] = {0, 7, 128, 250, 3};
-  for (bool is_unsigned : {true, false}) {
-    for (float scale : scales) {
-      for (int64_t zp : zero_points) {
-        const QScheme s = atenScheme(8, is_unsigned);
-        if (zp < s.qmin() || zp > s.qmax()) continue;
-        const at::Tensor x = probeValues(scale, zp, 5000, 7);
-        const at::Tensor ours = fakeQuantize(x, makeQParams({scale}, {zp}), s);
-        const at::Tensor aten =
-            at::fake_quantize_per_tensor_affine(x, scale, zp, s.qmin(), s.qmax());
-        ASSERT_TRUE(at::equal(ours, aten)) << "scale " << scale << " zp " << zp << " " << s.str();
+  // Both builds of the forward loop: AVX2 (when the CPU has it) and the SSE2 baseline.
+  for (bool avx2 : {true, false}) {
+    const bool previous = setAvx2Allowed(avx2);
+    for (bool is_unsigned : {true, false}) {
+      for (float scale : scales) {
+        for (int64_t zp : zero_points) {
+          const QScheme s = atenScheme(8, is_unsigned);
+          if (zp < s.qmin() || zp > s.qmax()) continue;
+          const at::Tensor x = probeValues(scale, zp, 5000, 7);
+          const at::Tensor ours = fakeQuantize(x, makeQParams({scale}, {zp}), s);
+          const at::Tensor aten =
+              at::fake_quantize_per_tensor_affine(x, scale, zp, s.qmin(), s.qmax());
+          EXPECT_TRUE(at::equal(ours, aten))
+              << "scale " << scale << " zp " << zp << " " << s.str() << " avx2 " << avx2;
+        }
       }
     }
+    setAvx2Allowed(previous);
   }
 }
 
