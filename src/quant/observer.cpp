@@ -83,5 +83,16 @@ std::pair<at::Tensor, at::Tensor> Observer::scalarRange(double lo, double hi) {
   return {at::full({1}, lo, at::kFloat), at::full({1}, hi, at::kFloat)};
 }
 
+void Observer::widenRange(at::Tensor& min, at::Tensor& max, const at::Tensor& lo,
+                          const at::Tensor& hi) {
+  if (!min.defined()) {
+    min = lo;
+    max = hi;
+    return;
+  }
+  min = at::minimum(min, lo);
+  max = at::maximum(max, hi);
+}
+
 }  // namespace quant
 }  // namespace qforge

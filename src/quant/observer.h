@@ -50,6 +50,9 @@ class Observer {
   virtual QParams computeQParams() const;
   virtual void resetState() = 0;
 
+  // Widens the running range [min, max] to include [lo, hi]; an undefined range takes [lo, hi].
+  static void widenRange(at::Tensor& min, at::Tensor& max, const at::Tensor& lo,
+                         const at::Tensor& hi);
   // Throws qforge::Error "<kind> observer of tensor '<name>': <message>".
   [[noreturn]] void fail(const std::string& message) const;
   // Channel count of the per-channel axis, checked against earlier batches.

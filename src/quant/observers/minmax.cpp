@@ -14,13 +14,7 @@ MinMaxObserver::MinMaxObserver(std::string tensor_name, QScheme scheme)
 
 void MinMaxObserver::observeBatch(const at::Tensor& x, const MinMax& stats) {
   auto [lo, hi] = batchMinMax(x, stats, scheme());
-  if (!min_.defined()) {
-    min_ = lo;
-    max_ = hi;
-  } else {
-    min_ = at::minimum(min_, lo);
-    max_ = at::maximum(max_, hi);
-  }
+  widenRange(min_, max_, lo, hi);
 }
 
 std::pair<at::Tensor, at::Tensor> MinMaxObserver::computeRange() const {

@@ -67,13 +67,7 @@ std::pair<at::Tensor, at::Tensor> MseObserver::batchOptimum(const at::Tensor& x,
 
 void MseObserver::observeBatch(const at::Tensor& x, const MinMax& stats) {
   auto [lo, hi] = batchOptimum(x, stats);
-  if (!min_.defined()) {
-    min_ = lo;
-    max_ = hi;
-  } else {
-    min_ = at::minimum(min_, lo);
-    max_ = at::maximum(max_, hi);
-  }
+  widenRange(min_, max_, lo, hi);
 }
 
 std::pair<at::Tensor, at::Tensor> MseObserver::computeRange() const {
