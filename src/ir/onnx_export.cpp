@@ -168,7 +168,8 @@ onnx::ModelProto exportOnnxModel(const Graph& graph) {
     for (const Attribute& a : n->attributes.all())
       attributeToProto(a, node->add_attribute());
     for (const Value* out : n->outputs()) {
-      if (!graph.isGraphOutput(out) && out->type.dtype != DType::Undefined) {
+      const bool written_unnamed = out->anonymous && out->uses().empty();
+      if (!graph.isGraphOutput(out) && !written_unnamed && out->type.dtype != DType::Undefined) {
         valueInfoToProto(*out, g->add_value_info());
       }
     }

@@ -107,6 +107,9 @@ TEST(OnnxExportTest, KeepsAttributesSubgraphsAndUnnamedOutputs) {
   ASSERT_NE(drop, nullptr);
   ASSERT_NE(iff, nullptr);
   EXPECT_EQ(drop->output(1), "");
+  for (const auto& info : graph.value_info()) {
+    EXPECT_EQ(info.name().find("unnamed_output"), std::string::npos) << info.name();
+  }
   EXPECT_EQ(drop->attribute(0).floats(0), 0.25f);
   EXPECT_EQ(drop->attribute(1).ints(1), -2);
   ASSERT_EQ(iff->attribute_size(), 2);
