@@ -280,10 +280,10 @@ class UNet(nn.Module):
 
 # name -> (constructor, task, epochs, batch, peak lr, weight decay, augment)
 MODELS = {
-    "resnet": (ResNet, "classify", 20, 128, 4e-3, 5e-4, True),
-    "mobilenet": (MobileNetV2, "classify", 15, 128, 4e-3, 5e-4, True),
-    "vit": (ViT, "classify", 15, 128, 2e-3, 0.05, False),
-    "unet": (UNet, "denoise", 3, 64, 3e-3, 1e-5, False),
+    "resnet": (ResNet, "classify", 10, 128, 4e-3, 5e-4, True),
+    "mobilenet": (MobileNetV2, "classify", 8, 128, 4e-3, 5e-4, True),
+    "vit": (ViT, "classify", 8, 128, 2e-3, 0.05, False),
+    "unet": (UNet, "denoise", 2, 64, 3e-3, 1e-5, False),
 }
 
 
