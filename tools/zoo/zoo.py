@@ -218,7 +218,7 @@ class TransformerBlock(nn.Module):
 
 
 class ViT(nn.Module):
-    def __init__(self, patch=4, dim=64, depth=4, heads=4, mlp_dim=128):
+    def __init__(self, patch=4, dim=48, depth=3, heads=3, mlp_dim=96):
         super().__init__()
         self.tokens = (28 // patch) ** 2
         self.dim = dim
@@ -283,7 +283,7 @@ MODELS = {
     "resnet": (ResNet, "classify", 10, 128, 4e-3, 5e-4, True),
     "mobilenet": (MobileNetV2, "classify", 8, 128, 4e-3, 5e-4, True),
     "vit": (ViT, "classify", 8, 128, 2e-3, 0.05, False),
-    "unet": (UNet, "denoise", 2, 64, 3e-3, 1e-5, False),
+    "unet": (UNet, "denoise", 1, 64, 3e-3, 1e-5, False),
 }
 
 
@@ -359,9 +359,6 @@ def train(name, out_dir, max_steps=None, threads=2, log=print):
                 el = time.time() - start
                 log(f"{name}: step {step}/{total} loss {loss.item():.4f} "
                     f"{el:.0f}s elapsed, eta {el / step * (total - step):.0f}s")
-            # Test accuracy every 5 epochs, for the log only (nothing is selected on it).
-            if step % (5 * steps_per_epoch) == 0 and step < total:
-                log(f"{name}: epoch {step // steps_per_epoch} test {evaluate(model, name, x_test, y_test)}")
     model.eval()
     metrics = evaluate(model, name, x_test, y_test)
     log(f"{name}: final test {metrics}")
