@@ -1,7 +1,142 @@
+// Activation lowerings: Relu family, Clip, sigmoid-like ops and (Log)Softmax.
+#include <ATen/ATen.h>
+#include <ATen/ExpandUtils.h>
+
+#include <functional>
+#include <limits>
+#include <string>
+#include <vector>
+
 #include "exec/op_info.h"
+#include "exec/ops/common.h"
 
 namespace qforge {
 
-void registerActivationOps(OpRegistry& registry) { (void)registry; }
+namespace {
+
+using ops::kLatestOpset;
+using ops::op;
+
+const at::Tensor& floatInput(const OpContext& ctx, size_t i) {
+  const at::Tensor& x = ctx.input(i);
+  if (!at::isFloatingType(x.scalar_type())) {
+    ctx.fail(std::string("input ") + std::to_string(i) + " must be a floating-point tensor, got " +
+             c10::toString(x.scalar_type()));
+  }
+  return x;
+}
+
+std::vector<at::Tensor> prelu(const OpContext& ctx) {
+  const at::Tensor& x = ctx.input(0);
+  const at::Tensor& slope = ctx.input(1);
+  // Slope broadcasts to X only one way (X's shape is the output shape). at::prelu wants a
+  // per-channel 1-D slope, so the general form is written out.
+  const std::vector<int64_t> out_shape = at::infer_size(x.sizes(), slope.sizes());
+  if (out_shape != x.sizes().vec()) {
+    ctx.fail("slope of shape " + c10::str(slope.sizes()) + " does not broadcast to X of shape " +
+             c10::str(x.sizes()));
+  }
+  return {at::where(x < 0, x * slope, x)};
+}
+
+// A Clip bound given as an (optional) scalar input, opset 11+.
+c10::optional<at::Scalar> clipBound(const OpContext& ctx, size_t i) {
+  if (!ctx.hasInput(i)) return c10::nullopt;
+  const at::Tensor& bound = ctx.input(i);
+  if (bound.numel() != 1) {
+    ctx.fail(std::string(i == 1 ? "min" : "max") + " must be a scalar, got shape " +
+             c10::str(bound.sizes()));
+  }
+  if (bound.scalar_type() != ctx.input(0).scalar_type()) {
+    ctx.fail(std::string(i == 1 ? "min" : "max") + " has element type " +
+             c10::toString(bound.scalar_type()) + ", input has " +
+             c10::toString(ctx.input(0).scalar_type()));
+  }
+  return bound.item();
+}
+
+at::Tensor clip(const OpContext& ctx, const at::Tensor& x) {
+  c10::optional<at::Scalar> low, high;
+  if (ctx.opset() < 11) {
+    // Opsets 6-10 give the bounds as attributes, defaulting to the float range.
+    low = ctx.attrFloat("min", std::numeric_limits<float>::lowest());
+    high = ctx.attrFloat("max", std::numeric_limits<float>::max());
+  } else {
+    low = clipBound(ctx, 1);
+    high = clipBound(ctx, 2);
+  }
+  if (!low && !high) return x;
+  // Like ONNX, at::clamp gives `max` everywhere when min > max.
+  return at::clamp(x, low, high);
+}
+
+// Opsets 1-12: X is seen as 2-D [d0*...*d(axis-1), d(axis)*...*dn] and normalized per row.
+// Opset 13+: normalized along the single axis.
+at::Tensor softmaxFamily(const OpContext& ctx, const at::Tensor& x, bool log) {
+  const int64_t rank = x.dim();
+  auto apply = [log](const at::Tensor& t, int64_t dim) {
+    return log ? at::log_softmax(t, dim) : at::softmax(t, dim);
+  };
+  if (ctx.opset() >= 13) {
+    return apply(x, ops::normalizeAxis(ctx, ctx.attrInt("axis", -1), rank));
+  }
+  const int64_t axis = ops::normalizeAxis(ctx, ctx.attrInt("axis", 1), rank);
+  int64_t rows = 1;
+  for (int64_t d = 0; d < axis; ++d) {
+    rows *= x.size(d);
+  }
+  // reshape({rows, -1}) cannot infer the width of an empty tensor.
+  const int64_t cols = rows == 0 ? 0 : x.numel() / rows;
+  return apply(x.reshape({rows, cols}), 1).reshape(x.sizes());
+}
+
+using Activation = std::function<at::Tensor(const OpContext&, const at::Tensor&)>;
+
+// Registers a one-input activation for opsets `since`..latest. libtorch 1.13 has no CPU float16
+// kernels for most of these, so float16 runs in float32 and is rounded back (still differentiable).
+void addActivation(OpRegistry& registry, const std::string& name, int64_t since, bool float_only,
+                   Activation fn) {
+  registry.add(op(name, since, kLatestOpset, [fn, float_only](const OpContext& ctx) {
+    const at::Tensor& x = float_only ? floatInput(ctx, 0) : ctx.input(0);
+    if (x.scalar_type() == at::kHalf) {
+      return std::vector<at::Tensor>{fn(ctx, x.to(at::kFloat)).to(at::kHalf)};
+    }
+    return std::vector<at::Tensor>{fn(ctx, x)};
+  }));
+}
+
+}  // namespace
+
+void registerActivationOps(OpRegistry& registry) {
+  addActivation(registry, "Relu", 1, false,
+                [](const OpContext&, const at::Tensor& x) { return at::relu(x); });
+  addActivation(registry, "LeakyRelu", 1, true, [](const OpContext& ctx, const at::Tensor& x) {
+    return at::leaky_relu(x, ctx.attrFloat("alpha", 0.01));
+  });
+  OpInfo prelu_info = op("PRelu", 1, kLatestOpset, prelu);
+  prelu_info.weight_inputs = {1};  // the slope is learned, per channel when not shared
+  registry.add(std::move(prelu_info));
+  addActivation(registry, "Elu", 1, true, [](const OpContext& ctx, const at::Tensor& x) {
+    return at::elu(x, ctx.attrFloat("alpha", 1.0));
+  });
+  addActivation(registry, "Clip", 1, false, clip);
+  addActivation(registry, "Sigmoid", 1, true,
+                [](const OpContext&, const at::Tensor& x) { return at::sigmoid(x); });
+  addActivation(registry, "Tanh", 1, true,
+                [](const OpContext&, const at::Tensor& x) { return at::tanh(x); });
+  addActivation(registry, "HardSigmoid", 1, true, [](const OpContext& ctx, const at::Tensor& x) {
+    const double alpha = ctx.attrFloat("alpha", 0.2), beta = ctx.attrFloat("beta", 0.5);
+    return at::clamp(x * alpha + beta, 0.0, 1.0);
+  });
+  // x * HardSigmoid(x) with alpha = 1/6, beta = 1/2, which is exactly at::hardswish.
+  addActivation(registry, "HardSwish", 14, true,
+                [](const OpContext&, const at::Tensor& x) { return at::hardswish(x); });
+  addActivation(registry, "Softmax", 1, true, [](const OpContext& ctx, const at::Tensor& x) {
+    return softmaxFamily(ctx, x, /*log=*/false);
+  });
+  addActivation(registry, "LogSoftmax", 1, true, [](const OpContext& ctx, const at::Tensor& x) {
+    return softmaxFamily(ctx, x, /*log=*/true);
+  });
+}
 
 }  // namespace qforge

@@ -1,7 +1,214 @@
+// Elementwise arithmetic, math, comparison, selection and Cast lowerings.
+#include <ATen/ATen.h>
+
+#include <string>
+#include <vector>
+
 #include "exec/op_info.h"
+#include "exec/ops/common.h"
+#include "ir/dtype.h"
 
 namespace qforge {
 
-void registerElementwiseOps(OpRegistry& registry) { (void)registry; }
+namespace {
+
+using ops::kLatestOpset;
+using ops::op;
+
+// Opsets 1-6 of the binary ops broadcast only when `broadcast` = 1, and then B's dims line up
+// with A's starting at `axis` (default: B's trailing dims match A's). Returns B reshaped so that
+// numpy broadcasting gives that alignment.
+at::Tensor legacyBroadcastRhs(const OpContext& ctx, const at::Tensor& a, const at::Tensor& b) {
+  if (ctx.attrInt("broadcast", 0) == 0) {
+    if (a.sizes() != b.sizes()) {
+      ctx.fail("inputs have different shapes and the 'broadcast' attribute is not set");
+    }
+    return b;
+  }
+  const int64_t rank_a = a.dim(), rank_b = b.dim();
+  if (rank_b > rank_a) ctx.fail("with broadcast = 1, input B cannot have more dims than A");
+  int64_t axis = rank_a - rank_b;  // default: B matches A's trailing dims
+  if (ctx.hasAttr("axis")) axis = ops::normalizeAxis(ctx, ctx.attrInt("axis"), rank_a);
+  if (axis + rank_b > rank_a) {
+    ctx.fail("input B does not fit into A at axis " + std::to_string(axis));
+  }
+  std::vector<int64_t> shape = b.sizes().vec();
+  shape.resize(static_cast<size_t>(rank_a - axis), 1);  // trailing ones pin B at `axis`
+  return b.reshape(shape);
+}
+
+// The two operands of a binary op, checked for the same element type (ONNX requires it; ATen
+// would silently promote).
+std::pair<at::Tensor, at::Tensor> binaryOperands(const OpContext& ctx) {
+  const at::Tensor& a = ctx.input(0);
+  at::Tensor b = ctx.input(1);
+  if (a.scalar_type() != b.scalar_type()) {
+    ctx.fail(std::string("inputs have different element types (") + c10::toString(a.scalar_type()) +
+             " and " + c10::toString(b.scalar_type()) + ")");
+  }
+  if (ctx.opset() < 7) b = legacyBroadcastRhs(ctx, a, b);
+  return {a, b};
+}
+
+const at::Tensor& floatInput(const OpContext& ctx, size_t i) {
+  const at::Tensor& x = ctx.input(i);
+  if (!at::isFloatingType(x.scalar_type())) {
+    ctx.fail(std::string("input ") + std::to_string(i) + " must be a floating-point tensor, got " +
+             c10::toString(x.scalar_type()));
+  }
+  return x;
+}
+
+using BinaryFn = at::Tensor (*)(const at::Tensor&, const at::Tensor&);
+
+// Registers a same-type binary op for opsets 1..latest (legacy broadcast handled below 7).
+void addBinary(OpRegistry& registry, const std::string& name, int64_t since, BinaryFn fn) {
+  registry.add(op(name, since, kLatestOpset, [fn](const OpContext& ctx) {
+    auto [a, b] = binaryOperands(ctx);
+    return std::vector<at::Tensor>{fn(a, b)};
+  }));
+}
+
+using UnaryFn = at::Tensor (*)(const at::Tensor&);
+
+void addUnary(OpRegistry& registry, const std::string& name, int64_t since, bool float_only,
+              UnaryFn fn) {
+  registry.add(op(name, since, kLatestOpset, [fn, float_only](const OpContext& ctx) {
+    const at::Tensor& x = float_only ? floatInput(ctx, 0) : ctx.input(0);
+    // libtorch 1.13 has no CPU float16 kernels for exp, log, sqrt, erf...: compute those in
+    // float32 and round back (still differentiable).
+    if (x.scalar_type() == at::kHalf) {
+      return std::vector<at::Tensor>{fn(x.to(at::kFloat)).to(at::kHalf)};
+    }
+    return std::vector<at::Tensor>{fn(x)};
+  }));
+}
+
+at::Tensor divide(const at::Tensor& a, const at::Tensor& b) {
+  // Integer Div truncates toward zero (ONNX's reference and onnxruntime); ATen's `/` would give
+  // a float result.
+  if (at::isIntegralType(a.scalar_type(), /*includeBool=*/false)) return at::div(a, b, "trunc");
+  return at::div(a, b);
+}
+
+// Pow's exponent may have another type than the base (opset 12+); the result has the base's type.
+std::vector<at::Tensor> power(const OpContext& ctx) {
+  const at::Tensor& base = ctx.input(0);
+  at::Tensor exponent = ctx.input(1);
+  if (ctx.opset() < 7) exponent = legacyBroadcastRhs(ctx, base, exponent);
+  if (ctx.opset() < 12 && base.scalar_type() != exponent.scalar_type()) {
+    ctx.fail("base and exponent must have the same element type before opset 12");
+  }
+  const bool float_base = at::isFloatingType(base.scalar_type());
+  const bool float_exponent = at::isFloatingType(exponent.scalar_type());
+  // A float base takes the exponent in its own type (differentiable in both).
+  if (float_base) return {at::pow(base, exponent.to(base.scalar_type()))};
+  if (float_exponent) {
+    // Integer base, float exponent: compute in double, then truncate to the base type as numpy's
+    // astype does.
+    return {at::pow(base.to(at::kDouble), exponent.to(at::kDouble)).to(base.scalar_type())};
+  }
+  return {at::pow(base, exponent.to(base.scalar_type()))};
+}
+
+// Variadic Min/Max with numpy broadcasting.
+std::vector<at::Tensor> variadic(const OpContext& ctx, BinaryFn fn) {
+  if (ctx.inputCount() == 0) ctx.fail("needs at least one input");
+  at::Tensor result = ctx.input(0);
+  for (size_t i = 1; i < ctx.inputCount(); ++i) {
+    const at::Tensor& next = ctx.input(i);
+    if (next.scalar_type() != result.scalar_type()) {
+      ctx.fail("all inputs must have the same element type; input " + std::to_string(i) + " is " +
+               c10::toString(next.scalar_type()) + ", input 0 is " +
+               c10::toString(result.scalar_type()));
+    }
+    result = fn(result, next);
+  }
+  return {result};
+}
+
+std::vector<at::Tensor> where(const OpContext& ctx) {
+  const at::Tensor& condition = ctx.input(0);
+  const at::Tensor& x = ctx.input(1);
+  const at::Tensor& y = ctx.input(2);
+  if (condition.scalar_type() != at::kBool) {
+    ctx.fail(std::string("condition must be bool, got ") + c10::toString(condition.scalar_type()));
+  }
+  if (x.scalar_type() != y.scalar_type()) {
+    ctx.fail(std::string("X and Y have different element types (") +
+             c10::toString(x.scalar_type()) + " and " + c10::toString(y.scalar_type()) + ")");
+  }
+  return {at::where(condition, x, y)};
+}
+
+// Opsets 1-5 of Cast name the target type as a string ("FLOAT", "INT64", ...).
+DType castTargetFromName(const OpContext& ctx, const std::string& name) {
+  static const std::pair<const char*, DType> kNames[] = {
+      {"FLOAT", DType::Float},     {"UINT8", DType::UInt8},      {"INT8", DType::Int8},
+      {"UINT16", DType::UInt16},   {"INT16", DType::Int16},      {"INT32", DType::Int32},
+      {"INT64", DType::Int64},     {"STRING", DType::String},    {"BOOL", DType::Bool},
+      {"FLOAT16", DType::Float16}, {"DOUBLE", DType::Double},    {"UINT32", DType::UInt32},
+      {"UINT64", DType::UInt64},   {"BFLOAT16", DType::BFloat16}};
+  for (const auto& [n, dtype] : kNames) {
+    if (name == n) return dtype;
+  }
+  ctx.fail("unknown target type '" + name + "' in attribute 'to'");
+}
+
+std::vector<at::Tensor> cast(const OpContext& ctx) {
+  const at::Tensor& x = ctx.input(0);
+  const Attribute* to_attr = ctx.node().attributes.find("to");
+  if (to_attr == nullptr) ctx.fail("required attribute 'to' is missing");
+  const DType target = to_attr->kind == AttributeKind::String
+                           ? castTargetFromName(ctx, to_attr->s)
+                           : static_cast<DType>(ctx.attrInt("to"));
+  if (!hasScalarType(target)) {
+    ctx.fail("cannot cast to " + dtypeName(target) + ": qforge's runtime has no such tensor type");
+  }
+  // Float -> integer truncates toward zero and anything -> bool is `x != 0`, as in ONNX.
+  return {x.to(toScalarType(target))};
+}
+
+}  // namespace
+
+void registerElementwiseOps(OpRegistry& registry) {
+  addBinary(registry, "Add", 1, [](const at::Tensor& a, const at::Tensor& b) { return a + b; });
+  addBinary(registry, "Sub", 1, [](const at::Tensor& a, const at::Tensor& b) { return a - b; });
+  addBinary(registry, "Mul", 1, [](const at::Tensor& a, const at::Tensor& b) { return a * b; });
+  addBinary(registry, "Div", 1, divide);
+  registry.add(op("Pow", 1, kLatestOpset, power));
+
+  addUnary(registry, "Sqrt", 1, true, [](const at::Tensor& x) { return at::sqrt(x); });
+  addUnary(registry, "Exp", 1, true, [](const at::Tensor& x) { return at::exp(x); });
+  addUnary(registry, "Log", 1, true, [](const at::Tensor& x) { return at::log(x); });
+  addUnary(registry, "Reciprocal", 1, true, [](const at::Tensor& x) { return at::reciprocal(x); });
+  addUnary(registry, "Erf", 9, true, [](const at::Tensor& x) { return at::erf(x); });
+  addUnary(registry, "Neg", 1, false, [](const at::Tensor& x) { return at::neg(x); });
+  addUnary(registry, "Abs", 1, false, [](const at::Tensor& x) { return at::abs(x); });
+
+  // Before opset 8 Min/Max required equal shapes; broadcasting is a superset of that.
+  registry.add(op("Min", 1, kLatestOpset, [](const OpContext& ctx) {
+    return variadic(ctx,
+                    [](const at::Tensor& a, const at::Tensor& b) { return at::minimum(a, b); });
+  }));
+  registry.add(op("Max", 1, kLatestOpset, [](const OpContext& ctx) {
+    return variadic(ctx,
+                    [](const at::Tensor& a, const at::Tensor& b) { return at::maximum(a, b); });
+  }));
+
+  addBinary(registry, "Equal", 1,
+            [](const at::Tensor& a, const at::Tensor& b) { return at::eq(a, b); });
+  addBinary(registry, "Less", 1,
+            [](const at::Tensor& a, const at::Tensor& b) { return at::lt(a, b); });
+  addBinary(registry, "Greater", 1,
+            [](const at::Tensor& a, const at::Tensor& b) { return at::gt(a, b); });
+  addBinary(registry, "LessOrEqual", 12,
+            [](const at::Tensor& a, const at::Tensor& b) { return at::le(a, b); });
+  addBinary(registry, "GreaterOrEqual", 12,
+            [](const at::Tensor& a, const at::Tensor& b) { return at::ge(a, b); });
+
+  registry.add(op("Where", 9, kLatestOpset, where));
+  registry.add(op("Cast", 1, kLatestOpset, cast));
+}
 
 }  // namespace qforge

@@ -1,7 +1,328 @@
+// Lowerings of the dense neural-network ops: Conv, ConvTranspose, Gemm, MatMul and Einsum.
+//
+// The common cases call the same ATen entry points as PyTorch eager (at::convolution, at::addmm,
+// at::matmul) with no extra copies, because the executor is benchmarked against eager. Only
+// what ATen cannot express (asymmetric pads, ConvTranspose crops outside its padding rules) takes
+// a slower path with an explicit pad or crop.
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstdint>
+#include <string>
+#include <vector>
+
 #include "exec/op_info.h"
+#include "exec/ops/common.h"
+#include "exec/ops/conv_geometry.h"
 
 namespace qforge {
 
-void registerNnOps(OpRegistry& registry) { (void)registry; }
+namespace {
+
+using ops::kLatestOpset;
+
+std::string shapeString(at::IntArrayRef sizes) {
+  std::string s = "[";
+  for (size_t i = 0; i < sizes.size(); ++i)
+    s += (i ? ", " : "") + std::to_string(sizes[i]);
+  return s + "]";
+}
+
+// Python-style floor division: ONNX's ConvTranspose pad split is written with `//`.
+int64_t floorDiv(int64_t a, int64_t b) {
+  return a / b - ((a % b != 0) && ((a < 0) != (b < 0)));
+}
+
+// Checks the parts of X, W and B shared by Conv and ConvTranspose; returns the spatial rank.
+int64_t checkConvOperands(const OpContext& ctx, const at::Tensor& x, const at::Tensor& w,
+                          int64_t group) {
+  if (x.dim() < 3) {
+    ctx.fail("input X must be (N, C, spatial...) of rank >= 3, got shape " +
+             shapeString(x.sizes()));
+  }
+  if (w.dim() != x.dim()) {
+    ctx.fail("weight W has rank " + std::to_string(w.dim()) + " but input X has rank " +
+             std::to_string(x.dim()) + " (W must be rank " + std::to_string(x.dim()) + ")");
+  }
+  if (group <= 0) ctx.fail("group must be positive, got " + std::to_string(group));
+  if (x.size(1) % group != 0) {
+    ctx.fail("input channels C=" + std::to_string(x.size(1)) +
+             " are not divisible by group=" + std::to_string(group));
+  }
+  const int64_t rank = x.dim() - 2;
+  if (ctx.hasAttr("kernel_shape")) {
+    const std::vector<int64_t> kernel = ctx.attrInts("kernel_shape", {});
+    if (at::IntArrayRef(kernel) != w.sizes().slice(2)) {
+      ctx.fail("kernel_shape " + shapeString(kernel) +
+               " does not match the weight's spatial dims " + shapeString(w.sizes().slice(2)));
+    }
+  }
+  return rank;
+}
+
+void checkBias(const OpContext& ctx, const at::Tensor& bias, int64_t out_channels) {
+  if (bias.dim() != 1 || bias.size(0) != out_channels) {
+    ctx.fail("bias B must be 1-D of size " + std::to_string(out_channels) + ", got shape " +
+             shapeString(bias.sizes()));
+  }
+}
+
+std::vector<at::Tensor> conv(const OpContext& ctx) {
+  const at::Tensor& x = ctx.input(0);
+  const at::Tensor& w = ctx.input(1);
+  const int64_t group = ctx.attrInt("group", 1);
+  const int64_t rank = checkConvOperands(ctx, x, w, group);
+  if (w.size(1) * group != x.size(1)) {
+    ctx.fail("weight W has " + std::to_string(w.size(1)) + " input channels per group, but X has " +
+             std::to_string(x.size(1)) + " channels in " + std::to_string(group) + " group(s)");
+  }
+  if (w.size(0) % group != 0) {
+    ctx.fail("output channels M=" + std::to_string(w.size(0)) +
+             " are not divisible by group=" + std::to_string(group));
+  }
+  at::Tensor bias;
+  if (ctx.hasInput(2)) {
+    bias = ctx.input(2);
+    checkBias(ctx, bias, w.size(0));
+  }
+  const ops::WindowGeometry g =
+      ops::resolveWindowGeometry(ctx, x.sizes().slice(2), w.sizes().slice(2));
+  const std::vector<int64_t> no_output_padding(rank, 0);
+  if (g.symmetric()) {
+    // The eager path: exactly what torch.nn.functional.conv{1,2,3}d runs.
+    return {at::convolution(x, w, bias, g.strides, g.pads_begin, g.dilations, /*transposed=*/false,
+                            no_output_padding, group)};
+  }
+  // ATen pads symmetrically: let it do the common part and pad only the excess explicitly.
+  ops::WindowGeometry excess = g;
+  std::vector<int64_t> common(rank);
+  for (int64_t i = 0; i < rank; ++i) {
+    common[i] = std::min(g.pads_begin[i], g.pads_end[i]);
+    excess.pads_begin[i] -= common[i];
+    excess.pads_end[i] -= common[i];
+  }
+  return {at::convolution(ops::padSpatial(x, excess, 0.0), w, bias, g.strides, common, g.dilations,
+                          /*transposed=*/false, no_output_padding, group)};
+}
+
+std::vector<int64_t> perDimAttr(const OpContext& ctx, const std::string& name, int64_t rank,
+                                int64_t fallback) {
+  std::vector<int64_t> v = ctx.attrInts(name, std::vector<int64_t>(rank, fallback));
+  if (static_cast<int64_t>(v.size()) != rank) {
+    ctx.fail(name + " must have one entry per spatial dim (" + std::to_string(rank) + "), has " +
+             std::to_string(v.size()));
+  }
+  return v;
+}
+
+std::vector<at::Tensor> convTranspose(const OpContext& ctx) {
+  const at::Tensor& x = ctx.input(0);
+  const at::Tensor& w = ctx.input(1);
+  const int64_t group = ctx.attrInt("group", 1);
+  const int64_t rank = checkConvOperands(ctx, x, w, group);
+  // ConvTranspose's weight is (C, M/group, k...).
+  if (w.size(0) != x.size(1)) {
+    ctx.fail("weight W has " + std::to_string(w.size(0)) + " input channels (dim 0) but X has " +
+             std::to_string(x.size(1)));
+  }
+  const int64_t out_channels = w.size(1) * group;
+  at::Tensor bias;
+  if (ctx.hasInput(2)) {
+    bias = ctx.input(2);
+    checkBias(ctx, bias, out_channels);
+  }
+  const std::vector<int64_t> strides = perDimAttr(ctx, "strides", rank, 1);
+  const std::vector<int64_t> dilations = perDimAttr(ctx, "dilations", rank, 1);
+  const std::vector<int64_t> output_padding = perDimAttr(ctx, "output_padding", rank, 0);
+  for (int64_t i = 0; i < rank; ++i) {
+    if (strides[i] <= 0 || dilations[i] <= 0) ctx.fail("strides and dilations must be positive");
+    if (output_padding[i] < 0) ctx.fail("output_padding must not be negative");
+  }
+  const std::string auto_pad = ctx.attrString("auto_pad", "NOTSET");
+  if (auto_pad != "NOTSET" && auto_pad != "VALID" && auto_pad != "SAME_UPPER" &&
+      auto_pad != "SAME_LOWER") {
+    ctx.fail("auto_pad '" + auto_pad + "' is not one of NOTSET, SAME_UPPER, SAME_LOWER, VALID");
+  }
+
+  // Output size of the un-padded transposed convolution, per dim.
+  std::vector<int64_t> full(rank);
+  for (int64_t i = 0; i < rank; ++i) {
+    full[i] = strides[i] * (x.size(2 + i) - 1) + (w.size(2 + i) - 1) * dilations[i] + 1;
+  }
+  std::vector<int64_t> pads_begin(rank, 0), pads_end(rank, 0);
+  std::vector<int64_t> output_shape = ctx.attrInts("output_shape", {});
+  if (static_cast<int64_t>(output_shape.size()) == rank + 2) {
+    output_shape.erase(output_shape.begin(), output_shape.begin() + 2);  // (N, C, spatial...)
+  }
+  if (output_shape.empty() && (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER")) {
+    for (int64_t i = 0; i < rank; ++i)
+      output_shape.push_back(x.size(2 + i) * strides[i]);
+  }
+  if (!output_shape.empty()) {
+    if (static_cast<int64_t>(output_shape.size()) != rank) {
+      ctx.fail("output_shape must have " + std::to_string(rank) + " spatial entries, has " +
+               std::to_string(output_shape.size()));
+    }
+    // ONNX: total padding split evenly, the odd one at the end for SAME_UPPER, else at the start.
+    for (int64_t i = 0; i < rank; ++i) {
+      const int64_t total = full[i] + output_padding[i] - output_shape[i];
+      const int64_t half = floorDiv(total, 2);
+      pads_begin[i] = auto_pad == "SAME_UPPER" ? half : total - half;
+      pads_end[i] = total - pads_begin[i];
+    }
+  } else if (auto_pad == "NOTSET") {
+    const std::vector<int64_t> pads = ctx.attrInts("pads", std::vector<int64_t>(2 * rank, 0));
+    if (static_cast<int64_t>(pads.size()) != 2 * rank) {
+      ctx.fail("pads must have 2 x " + std::to_string(rank) + " entries, has " +
+               std::to_string(pads.size()));
+    }
+    for (int64_t i = 0; i < rank; ++i) {
+      pads_begin[i] = pads[i];
+      pads_end[i] = pads[rank + i];
+      if (pads_begin[i] < 0 || pads_end[i] < 0) ctx.fail("pads must not be negative");
+    }
+  }
+  for (int64_t i = 0; i < rank; ++i) {
+    if (full[i] + output_padding[i] - pads_begin[i] - pads_end[i] <= 0) {
+      ctx.fail("the output would be empty along spatial dim " + std::to_string(i));
+    }
+  }
+
+  // ATen crops `padding` from both ends and then appends `output_padding` (< stride or dilation)
+  // at the end; the ONNX crop [begin, end - output_padding] maps onto that when it fits.
+  std::vector<int64_t> aten_output_padding(rank);
+  bool aten_can_crop = true;
+  for (int64_t i = 0; i < rank; ++i) {
+    aten_output_padding[i] = pads_begin[i] - pads_end[i] + output_padding[i];
+    aten_can_crop = aten_can_crop && pads_begin[i] >= 0 && aten_output_padding[i] >= 0 &&
+                    aten_output_padding[i] < std::max(strides[i], dilations[i]);
+  }
+  if (aten_can_crop) {
+    return {at::convolution(x, w, bias, strides, pads_begin, dilations, /*transposed=*/true,
+                            aten_output_padding, group)};
+  }
+  // General case: the full result, then crop (negative pad) or zero-extend each end; the bias
+  // goes on afterwards so that zero-extended positions get it too.
+  at::Tensor y =
+      at::convolution(x, w, at::Tensor(), strides, std::vector<int64_t>(rank, 0), dilations,
+                      /*transposed=*/true, std::vector<int64_t>(rank, 0), group);
+  std::vector<int64_t> pad;
+  for (int64_t i = rank; i-- > 0;) {
+    pad.push_back(-pads_begin[i]);
+    pad.push_back(output_padding[i] - pads_end[i]);
+  }
+  y = at::constant_pad_nd(y, pad, 0);
+  if (bias.defined()) {
+    std::vector<int64_t> bias_shape(rank + 2, 1);
+    bias_shape[1] = out_channels;
+    y = y + bias.reshape(bias_shape);
+  }
+  return {y};
+}
+
+// ATen rejects floating alpha/beta on integer tensors; ONNX's are floats that are whole numbers
+// in any sensible integer Gemm.
+at::Scalar gemmScalar(const OpContext& ctx, const at::Tensor& t, double value, const char* name) {
+  if (at::isFloatingType(t.scalar_type())) return value;
+  if (value != static_cast<double>(static_cast<int64_t>(value))) {
+    ctx.fail(std::string(name) + "=" + std::to_string(value) +
+             " is not a whole number, which an integer Gemm cannot apply");
+  }
+  return static_cast<int64_t>(value);
+}
+
+std::vector<at::Tensor> gemm(const OpContext& ctx) {
+  const at::Tensor& a_in = ctx.input(0);
+  const at::Tensor& b_in = ctx.input(1);
+  if (a_in.dim() != 2 || b_in.dim() != 2) {
+    ctx.fail("A and B must be 2-D, got shapes " + shapeString(a_in.sizes()) + " and " +
+             shapeString(b_in.sizes()));
+  }
+  // Transposes are views: mm/addmm hand the strides to BLAS, as nn.Linear does with weight.t().
+  const at::Tensor a = ctx.attrInt("transA", 0) ? a_in.t() : a_in;
+  const at::Tensor b = ctx.attrInt("transB", 0) ? b_in.t() : b_in;
+  if (a.size(1) != b.size(0)) {
+    ctx.fail("A' is " + shapeString(a.sizes()) + " and B' is " + shapeString(b.sizes()) +
+             "; their inner dimensions differ");
+  }
+  const double alpha = ctx.attrFloat("alpha", 1.0);
+  const double beta = ctx.attrFloat("beta", 1.0);
+  if (!ctx.hasInput(2)) {
+    at::Tensor y = at::mm(a, b);
+    return {alpha == 1.0 ? y : y * gemmScalar(ctx, y, alpha, "alpha")};
+  }
+  const at::Tensor& c = ctx.input(2);
+  // C broadcasts unidirectionally to (M, N).
+  const int64_t m = a.size(0), n = b.size(1);
+  const bool broadcastable = c.dim() <= 2 && (c.dim() < 1 || c.size(-1) == 1 || c.size(-1) == n) &&
+                             (c.dim() < 2 || c.size(0) == 1 || c.size(0) == m);
+  if (!broadcastable) {
+    ctx.fail("C of shape " + shapeString(c.sizes()) + " does not broadcast to (M, N) = (" +
+             std::to_string(m) + ", " + std::to_string(n) + ")");
+  }
+  // addmm is what at::linear runs for a 2-D input with bias.
+  return {at::addmm(c, a, b, gemmScalar(ctx, c, beta, "beta"), gemmScalar(ctx, c, alpha, "alpha"))};
+}
+
+std::vector<at::Tensor> matmul(const OpContext& ctx) {
+  const at::Tensor& a = ctx.input(0);
+  const at::Tensor& b = ctx.input(1);
+  if (a.dim() < 1 || b.dim() < 1) ctx.fail("MatMul operands must have rank >= 1, not scalars");
+  const int64_t ka = a.size(-1);
+  const int64_t kb = b.dim() == 1 ? b.size(0) : b.size(-2);
+  if (ka != kb) {
+    ctx.fail("shapes " + shapeString(a.sizes()) + " and " + shapeString(b.sizes()) +
+             " cannot be multiplied (inner dimensions " + std::to_string(ka) + " and " +
+             std::to_string(kb) + ")");
+  }
+  return {at::matmul(a, b)};  // numpy matmul semantics, 1-D operands included
+}
+
+std::vector<at::Tensor> einsum(const OpContext& ctx) {
+  std::string equation = ctx.attrString("equation", "");
+  if (equation.empty()) ctx.fail("required attribute 'equation' is missing or empty");
+  // ONNX allows spaces around terms ("...ii ->...i"); ATen's parser does not.
+  equation.erase(std::remove_if(equation.begin(), equation.end(),
+                                [](unsigned char ch) { return std::isspace(ch); }),
+                 equation.end());
+  const std::string lhs = equation.substr(0, equation.find("->"));
+  const size_t terms = static_cast<size_t>(std::count(lhs.begin(), lhs.end(), ',')) + 1;
+  if (terms != ctx.inputCount()) {
+    ctx.fail("equation '" + equation + "' has " + std::to_string(terms) +
+             " operand(s) but the node has " + std::to_string(ctx.inputCount()) + " input(s)");
+  }
+  std::vector<at::Tensor> operands;
+  for (size_t i = 0; i < ctx.inputCount(); ++i)
+    operands.push_back(ctx.input(i));
+  return {at::einsum(equation, operands)};
+}
+
+OpInfo withWeight(OpInfo info, int bias_input, int weight_channel_axis) {
+  info.weight_inputs = {1};
+  info.bias_input = bias_input;
+  info.weight_channel_axis = weight_channel_axis;
+  return info;
+}
+
+}  // namespace
+
+void registerNnOps(OpRegistry& registry) {
+  // Opsets 1 and 11 differ only in wording (auto_pad/pads defaults); one lowering serves both.
+  registry.add(withWeight(ops::op("Conv", 1, kLatestOpset, conv), /*bias_input=*/2,
+                          /*weight_channel_axis=*/0));
+  // The weight is (C_in, C_out/group, k...), so output channels sit on axis 1.
+  registry.add(withWeight(ops::op("ConvTranspose", 1, kLatestOpset, convTranspose),
+                          /*bias_input=*/2, /*weight_channel_axis=*/1));
+  // Output channels of B are on axis 0 when transB=1 and axis 1 otherwise; the field is static,
+  // so it holds the transB=1 (nn.Linear) layout and the quantizer resolves transB per node.
+  // Opsets 1-6 (broadcast attribute, required C) run the same way: C broadcasting is a superset.
+  registry.add(withWeight(ops::op("Gemm", 1, kLatestOpset, gemm), /*bias_input=*/2,
+                          /*weight_channel_axis=*/0));
+  // B's output channels are its last dim: axis 1 for the usual 2-D weight.
+  registry.add(withWeight(ops::op("MatMul", 1, kLatestOpset, matmul), /*bias_input=*/-1,
+                          /*weight_channel_axis=*/1));
+  registry.add(ops::op("Einsum", 12, kLatestOpset, einsum));
+}
 
 }  // namespace qforge
