@@ -402,8 +402,14 @@ def load_onnx_weights(model, path):
     cross-check runs PyTorch on exactly the weights qforge sees."""
     import onnx
     import onnx.numpy_helper
+    graph = onnx.load(path).graph
     inits = {t.name: torch.from_numpy(onnx.numpy_helper.to_array(t).copy())
-             for t in onnx.load(path).graph.initializer}
+             for t in graph.initializer}
+    # The exporter stores equal parameters once and recreates the others with Identity nodes
+    # (e.g. the two BatchNorm biases that meet at a residual Add get identical updates).
+    for node in graph.node:
+        if node.op_type == "Identity" and node.input[0] in inits:
+            inits[node.output[0]] = inits[node.input[0]]
     state = model.state_dict()
     loaded = {k: inits[k] for k in state if k in inits}
     missing = [k for k in state if k not in inits and not k.endswith("num_batches_tracked")]
