@@ -419,6 +419,75 @@ def load_onnx_weights(model, path):
     return model.eval()
 
 
+DESCRIPTIONS = {
+    "resnet": "ResNet-style CNN: conv-bn-relu stem, 3 basic blocks (residual Add, 1x1 projection "
+              "shortcuts), global average pool, linear",
+    "mobilenet": "MobileNetV2-style CNN: inverted residuals (1x1 expand, 3x3 depthwise, 1x1 "
+                 "project), ReLU6 (Clip), residual Add, global average pool, linear",
+    "vit": "Vision Transformer: 4x4 patch-embedding conv (49 tokens), learned positions, 3 "
+           "pre-norm blocks of 3-head MatMul+Softmax attention and GELU (Erf) MLP, LayerNorm "
+           "(exported as ReduceMean/Sub/Pow/Sqrt/Div at opset 13), mean pool, linear",
+    "unet": "U-Net denoiser: two stride-2 encoder levels, ConvTranspose and bilinear Resize "
+            "upsampling, Concat skips, Sigmoid output; input is image + N(0, 0.2^2) noise",
+}
+
+
+def write_readme(out_dir):
+    """models/zoo/README.md from the NAME.json files the training runs wrote."""
+    import onnx
+    rows = []
+    for name in MODELS:
+        info_path = os.path.join(out_dir, name + ".json")
+        if not os.path.exists(info_path):
+            continue
+        with open(info_path) as f:
+            info = json.load(f)
+        ops = sorted({n.op_type for n in onnx.load(os.path.join(out_dir, info["file"])).graph.node})
+        t = info["train"]
+        if info["task"] == "classify":
+            metric = (f"top-1 **{100 * info['test']['top1']:.2f}%** "
+                      f"({info['test']['top1_count']} / {info['test']['samples']})")
+        else:
+            metric = (f"PSNR **{info['test']['psnr_db']:.2f} dB** (noisy input "
+                      f"{info['test']['noisy_input_psnr_db']:.2f} dB), MSE "
+                      f"{info['test']['mse']:.5f}")
+        rows.append(f"| `{info['file']}` | {DESCRIPTIONS[name]} | {info['parameters']:,} | "
+                    f"{info['bytes'] / 1024:.0f} KiB | {metric} | {t['epochs']:g} epochs "
+                    f"({t['steps']} steps of {t['batch']}), {t['optimizer']}, peak lr "
+                    f"{t['peak_lr']:g}, wd {t['weight_decay']:g}"
+                    f"{', shift+flip augmentation' if t['augment'] else ''}; "
+                    f"{t['seconds'] / 60:.0f} min | {', '.join(ops)} |")
+    text = f"""# The reference zoo
+
+Four small models trained on Fashion-MNIST (Debian's `dataset-fashion-mnist`) by
+`tools/zoo/zoo.py` with Debian's python3-torch 1.13 (fixed seeds: model init 0, data order and
+augmentation 1), exported to ONNX opset 13 with a dynamic batch axis. BatchNormalization is kept
+as its own node (no folding at export). Every model reads `image`, float [N,1,28,28] = pixel/255
+(no mean/std), and writes `logits` [N,10] or, for the denoiser, `denoised` [N,1,28,28].
+
+Rebuild: `make -C tools/zoo zoo` (trains at nice 19, then cross-checks). Each model's
+`NAME.json` holds the full provenance (schedule, seeds, timings, torch version, test metrics).
+
+| file | model | parameters | size | Fashion-MNIST test (10,000 images, PyTorch) | training | ONNX ops |
+|---|---|---|---|---|---|---|
+{chr(10).join(rows)}
+
+Evaluate with qforge:
+
+    build/qforge eval models/zoo/resnet.onnx --data fashion-mnist:test
+    build/qforge eval models/zoo/unet.onnx --data fashion-mnist:test --noise 0.2
+
+The denoiser's test noise is reproducible: sample i gets `torch.randn` from a generator seeded
+with `1000003 * seed + i` (seed 0), which is what `qforge eval --noise 0.2 --noise-seed 0` adds.
+
+`tools/zoo/crosscheck.py` checks that qforge reproduces PyTorch on these files: the same top-1
+count on all 10,000 test images and max |logit diff| <= 1e-4 (the denoiser: outputs within
+1e-4 and the same PSNR).
+"""
+    with open(os.path.join(out_dir, "README.md"), "w") as f:
+        f.write(text)
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -427,11 +496,15 @@ def main():
     t.add_argument("--out", required=True, help="directory for NAME.onnx and NAME.json")
     t.add_argument("--max-steps", type=int, help="stop early (smoke test)")
     t.add_argument("--threads", type=int, default=2)
+    r = sub.add_parser("readme", help="write OUT/README.md from the NAME.json files")
+    r.add_argument("--out", required=True)
     args = p.parse_args()
     if args.cmd == "train":
         def log(msg):
             print(time.strftime("%H:%M:%S"), msg, flush=True)
         train(args.model, args.out, args.max_steps, args.threads, log)
+    else:
+        write_readme(args.out)
 
 
 if __name__ == "__main__":
