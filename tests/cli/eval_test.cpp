@@ -182,5 +182,47 @@ TEST(EvalCliTest, BadRequestsAreOneLineAndExitTwo) {
   }
 }
 
+// The committed zoo: qforge's score on the full test set equals the one PyTorch measured when
+// the model was trained (recorded in models/zoo/NAME.json), and meets the bar.
+struct ZooCase {
+  std::string name;
+  double min_top1;  // 0 for the denoiser
+};
+
+void PrintTo(const ZooCase& c, std::ostream* os) {
+  *os << c.name;
+}
+
+class EvalZooTest : public ::testing::TestWithParam<ZooCase> {};
+
+TEST_P(EvalZooTest, MatchesPyTorchOnTheFullTestSet) {
+  const ZooCase& c = GetParam();
+  const std::string zoo = std::string(QFORGE_SOURCE_DIR) + "/models/zoo/";
+  std::ifstream info_file(zoo + c.name + ".json");
+  ASSERT_TRUE(info_file.good()) << zoo + c.name + ".json";
+  const nlohmann::json info = nlohmann::json::parse(info_file);
+  EXPECT_LE(info["bytes"].get<int64_t>(), 4 << 20);
+  const bool denoiser = info["task"] == "denoise";
+  Result r = runCli("eval " + zoo + c.name + ".onnx --data fashion-mnist:test --json" +
+                    (denoiser ? " --noise " + info["noise"]["sigma"].dump() : ""));
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["samples"], 10000);
+  if (denoiser) {
+    EXPECT_NEAR(j["psnr_db"].get<double>(), info["test"]["psnr_db"].get<double>(), 1e-3);
+    EXPECT_NEAR(j["input_psnr_db"].get<double>(), info["test"]["noisy_input_psnr_db"].get<double>(),
+                1e-3);
+    EXPECT_GT(j["psnr_db"].get<double>(), j["input_psnr_db"].get<double>() + 5);
+  } else {
+    EXPECT_EQ(j["top1_correct"], info["test"]["top1_count"]);
+    EXPECT_GE(j["top1"].get<double>(), c.min_top1);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Zoo, EvalZooTest,
+                         ::testing::Values(ZooCase{"resnet", 0.925}, ZooCase{"mobilenet", 0.915},
+                                           ZooCase{"vit", 0.88}, ZooCase{"unet", 0}),
+                         [](const auto& info) { return info.param.name; });
+
 }  // namespace
 }  // namespace qforge
