@@ -145,16 +145,19 @@ double psnrOf(const at::Tensor& per_image_mse, double peak) {
   return (10.0 * at::log10(peak * peak / per_image_mse.clamp_min(1e-20))).sum().item<double>();
 }
 
-void scoreBatch(const data::Batch& batch, const at::Tensor& output, double peak, Scores& s) {
+void scoreBatch(const data::Batch& batch, const at::Tensor& output, double peak,
+                const std::string& data_name, Scores& s) {
   const int64_t n = batch.inputs.size(0);
   if (s.metric == "top1") {
     require(output.dim() == 2,
             "--metric top1 needs class scores [batch, classes]; the model output has shape " +
                 c10::str(output.sizes()));
     const int64_t classes = output.size(1);
-    const int64_t max_label = batch.labels.max().item<int64_t>();
-    if (max_label >= classes) {
-      throw Error("label " + std::to_string(max_label) + " is outside the model's " +
+    const at::Tensor outside = (batch.labels >= classes).nonzero();
+    if (outside.numel() > 0) {
+      const int64_t k = outside[0][0].item<int64_t>();
+      throw Error(data_name + " sample " + std::to_string(batch.indices[k]) + ": label " +
+                  std::to_string(batch.labels[k].item<int64_t>()) + " is outside the model's " +
                   std::to_string(classes) + " classes");
     }
     at::Tensor scores = output.to(at::kFloat);
@@ -247,7 +250,7 @@ int runEval(const EvalOptions& o) {
       scores.metric =
           output.dim() == 2 && batch->labels.defined() && o.noise == 0 ? "top1" : "psnr";
     }
-    scoreBatch(*batch, output, o.peak, scores);
+    scoreBatch(*batch, output, o.peak, dataset->describe(), scores);
     if (!o.dump_outputs.empty()) {
       if (!dump) {
         std::vector<int64_t> shape = output.sizes().vec();

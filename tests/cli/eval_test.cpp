@@ -166,7 +166,10 @@ TEST(EvalCliTest, BadRequestsAreOneLineAndExitTwo) {
   struct Case {
     std::string args, expect;
   };
+  writeNpy(dir + "/big_labels.npy", at::tensor(std::vector<int64_t>{1, 3}));
   for (const Case& c : std::vector<Case>{
+           {"--data " + dir + "/x.npy --labels " + dir + "/big_labels.npy",
+            "x.npy sample 1: label 3 is outside the model's 3 classes"},
            {"--data " + dir + "/x.npy --metric top1", "has no labels"},
            {"--data " + dir + "/x.npy --metric accuracy", "--metric must be"},
            {"--data " + dir + "/wide.npy", "wide.npy' row 0: sample shape [4]"},
