@@ -282,7 +282,7 @@ class UNet(nn.Module):
 MODELS = {
     "resnet": (ResNet, "classify", 15, 128, 4e-3, 5e-4, True),
     "mobilenet": (MobileNetV2, "classify", 8, 128, 4e-3, 5e-4, True),
-    "vit": (ViT, "classify", 8, 128, 2e-3, 0.05, False),
+    "vit": (ViT, "classify", 12, 128, 2e-3, 0.05, False),
     "unet": (UNet, "denoise", 1, 64, 3e-3, 1e-5, False),
 }
 
