@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <iostream>
+#include <map>
 
 #include "cli/commands.h"
 #include "core/error.h"
@@ -29,6 +30,7 @@ struct RunOptions {
   std::vector<std::string> expected_files;  // NAME=FILE.pb
   double atol = 1e-4;
   double rtol = 1e-4;
+  bool profile = false;
   bool json = false;
 };
 
@@ -71,11 +73,31 @@ nlohmann::json compareOutputs(const Graph& graph, const std::vector<std::string>
   return rows;
 }
 
+// Sums node timings by op type, slowest first.
+nlohmann::json profileByOpType(const std::vector<NodeTiming>& timings, int runs) {
+  std::map<std::string, std::pair<double, int>> by_op;
+  for (const NodeTiming& t : timings) {
+    auto& entry = by_op[t.node->opType()];
+    entry.first += t.total_ms / runs;
+    entry.second += 1;
+  }
+  std::vector<std::pair<std::string, std::pair<double, int>>> rows(by_op.begin(), by_op.end());
+  std::sort(rows.begin(), rows.end(),
+            [](const auto& a, const auto& b) { return a.second.first > b.second.first; });
+  nlohmann::json result = nlohmann::json::array();
+  for (const auto& [op, stats] : rows) {
+    result.push_back({{"op", op}, {"ms_per_run", stats.first}, {"nodes", stats.second}});
+  }
+  return result;
+}
+
 int runModel(const RunOptions& o) {
   require(o.batch > 0, "--batch must be positive");
   require(o.iterations > 0 && o.warmup >= 0, "--iters must be positive and --warmup >= 0");
   Graph graph = importOnnxFile(o.model);
-  Executor executor(graph);
+  ExecutorOptions exec_options;
+  exec_options.profile = o.profile;
+  Executor executor(graph, exec_options);
   TensorMap feeds = sampleInputs(graph, o.batch, true, o.seed);
   loadInputFiles(graph, o.input_files, feeds);
   int64_t batch = o.batch;
@@ -93,7 +115,8 @@ int runModel(const RunOptions& o) {
   std::sort(ms.begin(), ms.end());
   const nlohmann::json checks = compareOutputs(graph, o.expected_files, outputs, o.atol, o.rtol);
   bool all_ok = true;
-  for (const auto& c : checks) all_ok = all_ok && c["within_tolerance"].get<bool>();
+  for (const auto& c : checks)
+    all_ok = all_ok && c["within_tolerance"].get<bool>();
   const double median = ms[ms.size() / 2];
 
   nlohmann::json report;
@@ -112,6 +135,7 @@ int runModel(const RunOptions& o) {
                                  {"abs_sum", f.abs().sum().item<double>()}});
   }
   report["expect"] = checks;
+  if (o.profile) report["profile"] = profileByOpType(executor.profile(), o.iterations);
   const int exit_code = all_ok ? 0 : 1;
   if (o.json) {
     std::cout << report.dump(2) << "\n";
@@ -125,6 +149,13 @@ int runModel(const RunOptions& o) {
   for (const auto& out : report["outputs"]) {
     std::cout << "output   " << out["name"].get<std::string>() << " " << out["shape"].dump()
               << " mean " << out["mean"].get<double>() << "\n";
+  }
+  if (o.profile) {
+    std::cout << "profile  (ms per run, by op type)\n";
+    for (const auto& row : report["profile"]) {
+      std::cout << "  " << row["op"].get<std::string>() << " x" << row["nodes"].get<int>() << ": "
+                << row["ms_per_run"].get<double>() << "\n";
+    }
   }
   for (const auto& c : checks) {
     std::cout << "expect   " << c["name"].get<std::string>() << ": max |diff| "
@@ -156,6 +187,7 @@ std::pair<CLI::App*, std::function<int()>> addRunCommand(CLI::App& app) {
                   "outside tolerance (repeatable)");
   sub->add_option("--atol", options->atol, "Absolute tolerance of --expect")->capture_default_str();
   sub->add_option("--rtol", options->rtol, "Relative tolerance of --expect")->capture_default_str();
+  sub->add_flag("--profile", options->profile, "Report time per op type");
   sub->add_flag("--json", options->json, "Print machine-readable JSON");
   return {sub, [options] { return runModel(*options); }};
 }

@@ -3,6 +3,7 @@
 #include <ATen/core/grad_mode.h>
 
 #include <algorithm>
+#include <chrono>
 #include <map>
 #include <unordered_set>
 
@@ -55,6 +56,14 @@ Executor::Executor(const Graph& graph, ExecutorOptions options, const OpRegistry
     }
     steps_.push_back(Step{node, info, opset});
   }
+  resetProfile();
+}
+
+void Executor::resetProfile() {
+  timings_.clear();
+  if (!options_.profile) return;
+  for (const Step& s : steps_)
+    timings_.push_back(NodeTiming{s.node});
 }
 
 int64_t Executor::addHook(const std::string& value_name, ValueHook hook) {
@@ -104,6 +113,40 @@ TensorMap Executor::run(const TensorMap& feeds, const std::vector<std::string>& 
   return runSteps(feeds, wanted);
 }
 
+namespace {
+
+// While a node runs, the executor holds exactly two handles to each input tensor: its
+// environment entry and the OpContext's copy. More handles mean someone else (the caller's feed,
+// the graph's initializer passed through Identity, a hook that kept it) can still see the data.
+constexpr long kExecutorHandles = 2;
+
+// Only the executor sees this tensor and its storage, and the tensor covers all of it.
+bool soleOwner(const at::Tensor& t) {
+  return t.defined() && t.use_count() == kExecutorHandles && t.storage().use_count() == 1 &&
+         t.is_contiguous() && t.storage_offset() == 0 &&
+         t.storage().nbytes() == static_cast<size_t>(t.numel()) * t.element_size();
+}
+
+}  // namespace
+
+std::vector<bool> Executor::overwritableInputs(
+    const Node& node, const OpContext& ctx, const std::unordered_map<const Value*, size_t>& reads,
+    const std::unordered_set<const Value*>& keep, const TensorMap& feeds) const {
+  std::vector<bool> flags(node.inputs().size(), false);
+  for (size_t i = 0; i < node.inputs().size(); ++i) {
+    const Value* in = node.inputs()[i];
+    if (in == nullptr || in->producer() == nullptr || keep.count(in) || feeds.count(in->name())) {
+      continue;
+    }
+    // This node must be the last reader, reading it once: otherwise a later slot or node would
+    // see the overwritten data.
+    const auto uses_here = std::count(node.inputs().begin(), node.inputs().end(), in);
+    if (uses_here != 1 || reads.at(in) != 1) continue;
+    flags[i] = soleOwner(ctx.inputs()[i]);
+  }
+  return flags;
+}
+
 TensorMap Executor::runSteps(const TensorMap& feeds, const std::vector<const Value*>& wanted) {
   // Which nodes are needed: walk back from the wanted values, stopping at fed values.
   std::unordered_set<const Node*> needed;
@@ -144,8 +187,11 @@ TensorMap Executor::runSteps(const TensorMap& feeds, const std::vector<const Val
     return t;
   };
 
-  for (const Step& s : steps_) {
+  for (size_t step = 0; step < steps_.size(); ++step) {
+    const Step& s = steps_[step];
     if (!needed.count(s.node)) continue;
+    const auto start = options_.profile ? std::chrono::steady_clock::now()
+                                        : std::chrono::steady_clock::time_point();
     std::vector<at::Tensor> inputs;
     inputs.reserve(s.node->inputs().size());
     for (const Value* in : s.node->inputs())
@@ -153,6 +199,9 @@ TensorMap Executor::runSteps(const TensorMap& feeds, const std::vector<const Val
     std::vector<at::Tensor> results;
     {
       OpContext ctx(*s.node, s.opset, std::move(inputs));
+      if (!options_.enable_grad) {
+        ctx.setOverwritable(overwritableInputs(*s.node, ctx, reads, keep, feeds));
+      }
       try {
         results = s.info->run(ctx);
       } catch (const Error&) {
@@ -180,6 +229,12 @@ TensorMap Executor::runSteps(const TensorMap& feeds, const std::vector<const Val
     for (const Value* in : s.node->inputs()) {
       if (in == nullptr) continue;
       if (--reads[in] == 0 && !keep.count(in)) env.erase(in);
+    }
+    if (options_.profile) {
+      timings_[step].total_ms +=
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+              .count();
+      timings_[step].calls++;
     }
   }
 

@@ -8,6 +8,7 @@
 #include <functional>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "exec/op_info.h"
@@ -24,6 +25,15 @@ using ValueHook = std::function<at::Tensor(const Value& value, const at::Tensor&
 struct ExecutorOptions {
   // Record autograd history (training, AdaRound). Off: runs under no-grad.
   bool enable_grad = false;
+  // Time every node (wall clock); read with Executor::profile().
+  bool profile = false;
+};
+
+// Accumulated wall time of one node over the runs since the last resetProfile().
+struct NodeTiming {
+  const Node* node;
+  double total_ms = 0;
+  int64_t calls = 0;
 };
 
 class Executor {
@@ -48,6 +58,9 @@ class Executor {
   void clearHooks();
 
   void setGradEnabled(bool enabled) { options_.enable_grad = enabled; }
+  // Per-node timings in execution order (empty unless ExecutorOptions::profile).
+  const std::vector<NodeTiming>& profile() const { return timings_; }
+  void resetProfile();
   const Graph& graph() const { return graph_; }
 
   // Ops of `graph` that `registry` cannot run, as "Op (opset N): node names..." lines.
@@ -68,10 +81,15 @@ class Executor {
 
   TensorMap runSteps(const TensorMap& feeds, const std::vector<const Value*>& wanted);
   at::Tensor applyHooks(const Value& v, at::Tensor t) const;
+  std::vector<bool> overwritableInputs(const Node& node, const OpContext& ctx,
+                                       const std::unordered_map<const Value*, size_t>& reads,
+                                       const std::unordered_set<const Value*>& keep,
+                                       const TensorMap& feeds) const;
 
   const Graph& graph_;
   ExecutorOptions options_;
-  std::vector<Step> steps_;  // topological order
+  std::vector<Step> steps_;          // topological order
+  std::vector<NodeTiming> timings_;  // parallel to steps_ when profiling
   std::vector<HookEntry> hooks_;
   int64_t next_hook_id_ = 1;
 };

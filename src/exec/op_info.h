@@ -28,6 +28,12 @@ class OpContext {
   // Input `i`; throws qforge::Error naming the node when it is missing.
   const at::Tensor& input(size_t i) const;
   const std::vector<at::Tensor>& inputs() const { return inputs_; }
+  // True when the lowering may write its result into input `i`'s memory: the executor sets this
+  // only when nothing else can observe that tensor again (last reader, sole owner of its
+  // storage, not an initializer, feed or requested output, no autograd). Eager PyTorch's
+  // in-place activations save the same allocations.
+  bool mayOverwriteInput(size_t i) const { return i < overwritable_.size() && overwritable_[i]; }
+  void setOverwritable(std::vector<bool> flags) { overwritable_ = std::move(flags); }
   // Number of declared outputs of the node (some ops, e.g. Split, produce that many).
   size_t outputCount() const { return node_.outputs().size(); }
 
@@ -51,6 +57,7 @@ class OpContext {
   const Node& node_;
   int64_t opset_;
   std::vector<at::Tensor> inputs_;
+  std::vector<bool> overwritable_;
 };
 
 // Lowers one node: returns one tensor per output (an undefined tensor for an unused optional

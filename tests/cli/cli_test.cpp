@@ -83,6 +83,69 @@ TEST(CliTest, BadFilesAreOneLineAndExitTwo) {
   }
 }
 
+// Each broken model the foundation must refuse, as a user meets it: one line, exit code 2, and
+// the line names what is wrong.
+TEST(CliTest, EveryBrokenModelIsOneLineNamingTheProblem) {
+  const std::string dir = testing::makeTempDir("clibroken");
+  auto base = [] {
+    testing::OnnxBuilder b;
+    b.input("x", onnx::TensorProto::FLOAT, {2}).output("y", onnx::TensorProto::FLOAT, {2});
+    return b;
+  };
+  struct Case {
+    std::string name, expect;
+    testing::OnnxBuilder model;
+  };
+  std::vector<Case> cases;
+  {
+    testing::OnnxBuilder b = base();
+    b.node("Mul", {"x", "w"}, {"y"}, "scale");  // w is never defined
+    cases.push_back({"missing_initializer", "reads 'w'", b});
+  }
+  {
+    testing::OnnxBuilder b = base();
+    b.node("Add", {"x", "y"}, {"t"}, "p");
+    b.node("Neg", {"t"}, {"y"}, "q");
+    cases.push_back({"cycle", "cycle", b});
+  }
+  {
+    testing::OnnxBuilder b = base();
+    b.node("Neg", {"x"}, {"y"}, "a");
+    b.node("Abs", {"x"}, {"y"}, "b");
+    cases.push_back({"duplicate", "already defined", b});
+  }
+  {
+    testing::OnnxBuilder b = base();
+    auto* t = b.model().mutable_graph()->add_initializer();
+    t->set_name("w");
+    t->set_data_type(onnx::TensorProto::FLOAT);
+    t->add_dims(2);
+    t->set_data_location(onnx::TensorProto::EXTERNAL);
+    auto* e = t->add_external_data();
+    e->set_key("location");
+    e->set_value("../../etc/passwd");
+    b.node("Mul", {"x", "w"}, {"y"}, "scale");
+    cases.push_back({"escape", "outside the model's directory", b});
+  }
+  for (auto& c : cases) {
+    const std::string path = dir + "/" + c.name + ".onnx";
+    c.model.save(path);
+    Result r = runCli("inspect " + path);
+    EXPECT_EQ(r.exit_code, 2) << c.name << ": " << r.out;
+    EXPECT_EQ(lineCount(r.out), 1u) << c.name << ": " << r.out;
+    EXPECT_NE(r.out.find(c.expect), std::string::npos) << c.name << ": " << r.out;
+    EXPECT_NE(r.out.find(path), std::string::npos) << c.name << ": " << r.out;
+  }
+  // A truncated copy of a real model.
+  const std::string bytes = cases[0].model.bytes();
+  const std::string truncated = dir + "/truncated.onnx";
+  std::ofstream(truncated, std::ios::binary).write(bytes.data(), 20);
+  Result r = runCli("run " + truncated);
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_EQ(lineCount(r.out), 1u) << r.out;
+  EXPECT_NE(r.out.find("truncated or not ONNX"), std::string::npos) << r.out;
+}
+
 TEST(CliTest, BadThreadCountIsRefused) {
   Result r = runCli("inspect " + unknownOpModel(), "QFORGE_NUM_THREADS=lots");
   EXPECT_EQ(r.exit_code, 2);

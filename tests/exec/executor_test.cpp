@@ -194,3 +194,96 @@ TEST(ExecutorTest, PositionalCallMatchesNamedRun) {
 
 }  // namespace
 }  // namespace qforge
+
+namespace qforge {
+namespace {
+
+// In-place reuse of released inputs (OpContext::mayOverwriteInput) with the built-in lowerings:
+// it must happen where nothing can observe it and never anywhere else.
+class ExecutorInPlaceTest : public ::testing::Test {
+ protected:
+  Graph g;
+  Value* x = nullptr;
+  void SetUp() override {
+    x = g.addValue("x");
+    g.addInput(x);
+  }
+  Value* add(const std::string& op, std::vector<Value*> in, const std::string& out) {
+    return g.addNode(op, in, {out}, out)->output(0);
+  }
+};
+
+TEST_F(ExecutorInPlaceTest, ReleasedIntermediateIsReused) {
+  Value* n = add("Neg", {x}, "n");
+  g.addOutput(add("Relu", {n}, "r"));
+  Executor ex(g);
+  const void* neg_data = nullptr;
+  ex.addHook("n", [&](const Value&, const at::Tensor& t) {
+    neg_data = t.data_ptr();
+    return t;
+  });
+  at::Tensor input = at::tensor({1.f, -2.f, 3.f});
+  at::Tensor out = ex.run({{"x", input}}).at("r");
+  EXPECT_TRUE(at::equal(out, at::tensor({0.f, 2.f, 0.f})));
+  EXPECT_EQ(out.data_ptr(), neg_data);  // Relu wrote into Neg's buffer
+  EXPECT_TRUE(at::equal(input, at::tensor({1.f, -2.f, 3.f})));
+}
+
+TEST_F(ExecutorInPlaceTest, FeedsAndInitializersSeenThroughIdentityStayIntact) {
+  Value* w = g.addInitializer("w", at::tensor({-1.f, 5.f}));
+  Value* fx = add("Identity", {x}, "fx");
+  Value* fw = add("Identity", {w}, "fw");
+  g.addOutput(add("Relu", {fx}, "rx"));
+  g.addOutput(add("Clip", {fw}, "cw"));
+  g.addOutput(add("Add", {add("Identity", {x}, "fx2"), add("Identity", {w}, "fw2")}, "s"));
+  g.model.opset_imports = {{"", 13}};
+  Executor ex(g);
+  at::Tensor input = at::tensor({-3.f, 4.f});
+  TensorMap out = ex.run({{"x", input}});
+  EXPECT_TRUE(at::equal(input, at::tensor({-3.f, 4.f})));
+  EXPECT_TRUE(at::equal(g.value("w")->initializer(), at::tensor({-1.f, 5.f})));
+  EXPECT_TRUE(at::equal(out.at("rx"), at::tensor({0.f, 4.f})));
+  EXPECT_TRUE(at::equal(out.at("s"), at::tensor({-4.f, 9.f})));
+}
+
+TEST_F(ExecutorInPlaceTest, ValuesWithLaterReadersOrOutputsOrStashesAreNotOverwritten) {
+  Value* n = add("Neg", {x}, "n");
+  Value* r = add("Relu", {n}, "r");    // n is read again below, so Relu must not overwrite it
+  Value* s = add("Add", {r, n}, "s");  // r is a graph output, so Add must not overwrite it
+  g.addOutput(r);
+  g.addOutput(s);
+  Executor ex(g);
+  at::Tensor stashed;
+  ex.addHook("n", [&](const Value&, const at::Tensor& t) {
+    stashed = t;  // an observer that keeps the tensor itself
+    return t;
+  });
+  TensorMap out = ex.run({{"x", at::tensor({1.f, -2.f})}});
+  EXPECT_TRUE(at::equal(out.at("r"), at::tensor({0.f, 2.f})));
+  EXPECT_TRUE(at::equal(out.at("s"), at::tensor({-1.f, 4.f})));
+  EXPECT_TRUE(at::equal(stashed, at::tensor({-1.f, 2.f})));
+}
+
+TEST_F(ExecutorInPlaceTest, BroadcastingOperandIsNotReusedForALargerResult) {
+  Value* small = add("Neg", {x}, "small");  // shape [2]
+  Value* big = g.addInitializer("big", at::ones({3, 2}));
+  g.addOutput(add("Add", {small, big}, "s"));
+  Executor ex(g);
+  at::Tensor out = ex.run({{"x", at::tensor({1.f, 2.f})}}).at("s");
+  EXPECT_EQ(out.sizes(), (at::IntArrayRef{3, 2}));
+  EXPECT_TRUE(at::equal(out, at::tensor({0.f, -1.f}).expand({3, 2})));
+  EXPECT_TRUE(at::equal(g.value("big")->initializer(), at::ones({3, 2})));
+}
+
+TEST_F(ExecutorInPlaceTest, NothingIsOverwrittenWhenRecordingGradients) {
+  Value* w = g.addInitializer("w", at::tensor({2.f, -3.f}).requires_grad_());
+  Value* m = add("Mul", {x, w}, "m");
+  g.addOutput(add("Relu", {m}, "r"));
+  Executor ex(g, ExecutorOptions{true});
+  at::Tensor out = ex.run({{"x", at::tensor({1.f, 1.f})}}).at("r");
+  out.sum().backward();
+  EXPECT_TRUE(at::equal(g.value("w")->initializer().grad(), at::tensor({1.f, 0.f})));
+}
+
+}  // namespace
+}  // namespace qforge

@@ -6,6 +6,14 @@
 
 namespace qforge::testing {
 
+SingleOp::SingleOp(std::string op_type, int64_t opset, std::vector<at::Tensor> inputs,
+                   std::vector<Attribute> attributes, size_t outputs)
+    : op_type(std::move(op_type)),
+      opset(opset),
+      inputs(std::move(inputs)),
+      attributes(std::move(attributes)),
+      outputs(outputs) {}
+
 Graph buildSingleOpGraph(const SingleOp& op) {
   Graph g;
   g.model.opset_imports = {{"", op.opset}};

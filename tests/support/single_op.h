@@ -13,6 +13,12 @@
 namespace qforge::testing {
 
 struct SingleOp {
+  SingleOp() = default;
+  // The fields most tests set, in order, so call sites can brace-initialize a SingleOp:
+  // run1({"Relu", 13, {x}}).
+  SingleOp(std::string op_type, int64_t opset, std::vector<at::Tensor> inputs,
+           std::vector<Attribute> attributes = {}, size_t outputs = 1);
+
   std::string op_type;
   int64_t opset = 13;
   std::vector<at::Tensor> inputs;  // undefined tensor = omitted optional input

@@ -14,17 +14,9 @@ namespace qforge {
 
 namespace {
 
+using ops::floatInput;
 using ops::kLatestOpset;
 using ops::op;
-
-const at::Tensor& floatInput(const OpContext& ctx, size_t i) {
-  const at::Tensor& x = ctx.input(i);
-  if (!at::isFloatingType(x.scalar_type())) {
-    ctx.fail(std::string("input ") + std::to_string(i) + " must be a floating-point tensor, got " +
-             c10::toString(x.scalar_type()));
-  }
-  return x;
-}
 
 std::vector<at::Tensor> prelu(const OpContext& ctx) {
   const at::Tensor& x = ctx.input(0);
@@ -67,6 +59,7 @@ at::Tensor clip(const OpContext& ctx, const at::Tensor& x) {
   }
   if (!low && !high) return x;
   // Like ONNX, at::clamp gives `max` everywhere when min > max.
+  if (ctx.mayOverwriteInput(0) && x.is_same(ctx.input(0))) return x.clamp_(low, high);
   return at::clamp(x, low, high);
 }
 
@@ -108,8 +101,10 @@ void addActivation(OpRegistry& registry, const std::string& name, int64_t since,
 }  // namespace
 
 void registerActivationOps(OpRegistry& registry) {
-  addActivation(registry, "Relu", 1, false,
-                [](const OpContext&, const at::Tensor& x) { return at::relu(x); });
+  // Relu and Clip reuse a released input's memory, as eager PyTorch's in-place activations do.
+  addActivation(registry, "Relu", 1, false, [](const OpContext& ctx, const at::Tensor& x) {
+    return ctx.mayOverwriteInput(0) && x.is_same(ctx.input(0)) ? x.relu_() : at::relu(x);
+  });
   addActivation(registry, "LeakyRelu", 1, true, [](const OpContext& ctx, const at::Tensor& x) {
     return at::leaky_relu(x, ctx.attrFloat("alpha", 0.01));
   });

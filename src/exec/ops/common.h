@@ -4,6 +4,8 @@
 #include <ATen/ATen.h>
 
 #include <cstdint>
+#include <sstream>
+#include <string>
 #include <vector>
 
 #include "exec/op_info.h"
@@ -24,6 +26,34 @@ inline std::vector<int64_t> toInt64Vector(const at::Tensor& t) {
   at::Tensor c = t.to(at::kLong).contiguous().reshape({-1});
   const int64_t* p = c.data_ptr<int64_t>();
   return std::vector<int64_t>(p, p + c.numel());
+}
+
+// Input `i`, which must be a floating-point tensor; fails naming the node otherwise.
+inline const at::Tensor& floatInput(const OpContext& ctx, size_t i) {
+  const at::Tensor& x = ctx.input(i);
+  if (!at::isFloatingType(x.scalar_type())) {
+    ctx.fail(std::string("input ") + std::to_string(i) + " must be a floating-point tensor, got " +
+             c10::toString(x.scalar_type()));
+  }
+  return x;
+}
+
+// Shapes for error messages, in the two spellings existing messages use (kept so messages do not
+// change): "[2, 3]" (nn, normalization) and the compact "[2,3]" (shape, resize).
+inline std::string shapeString(at::IntArrayRef sizes) {
+  std::string s = "[";
+  for (size_t i = 0; i < sizes.size(); ++i)
+    s += (i ? ", " : "") + std::to_string(sizes[i]);
+  return s + "]";
+}
+
+inline std::string dimsText(at::IntArrayRef dims) {
+  std::ostringstream out;
+  out << "[";
+  for (size_t i = 0; i < dims.size(); ++i)
+    out << (i ? "," : "") << dims[i];
+  out << "]";
+  return out.str();
 }
 
 // One lowering for a whole opset range, the common case.

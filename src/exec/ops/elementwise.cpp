@@ -12,6 +12,7 @@ namespace qforge {
 
 namespace {
 
+using ops::floatInput;
 using ops::kLatestOpset;
 using ops::op;
 
@@ -50,21 +51,39 @@ std::pair<at::Tensor, at::Tensor> binaryOperands(const OpContext& ctx) {
   return {a, b};
 }
 
-const at::Tensor& floatInput(const OpContext& ctx, size_t i) {
-  const at::Tensor& x = ctx.input(i);
-  if (!at::isFloatingType(x.scalar_type())) {
-    ctx.fail(std::string("input ") + std::to_string(i) + " must be a floating-point tensor, got " +
-             c10::toString(x.scalar_type()));
-  }
-  return x;
-}
-
 using BinaryFn = at::Tensor (*)(const at::Tensor&, const at::Tensor&);
 
 // Registers a same-type binary op for opsets 1..latest (legacy broadcast handled below 7).
 void addBinary(OpRegistry& registry, const std::string& name, int64_t since, BinaryFn fn) {
   registry.add(op(name, since, kLatestOpset, [fn](const OpContext& ctx) {
     auto [a, b] = binaryOperands(ctx);
+    return std::vector<at::Tensor>{fn(a, b)};
+  }));
+}
+
+using InPlaceFn = void (*)(const at::Tensor& into, const at::Tensor& other);
+
+// Writes the result into an operand the executor has released (see
+// OpContext::mayOverwriteInput) when that operand already has the result's shape; `commutative`
+// ops may reuse either operand. IEEE addition and multiplication are commutative, so the result
+// is bit-identical to the allocating path.
+void addInPlaceArithmetic(OpRegistry& registry, const std::string& name, BinaryFn fn,
+                          InPlaceFn in_place, bool commutative) {
+  registry.add(op(name, 1, kLatestOpset, [fn, in_place, commutative](const OpContext& ctx) {
+    auto [a, b] = binaryOperands(ctx);
+    // Only float32/64: libtorch 1.13 lacks some CPU float16 in-place kernels.
+    const bool in_place_type = a.scalar_type() == at::kFloat || a.scalar_type() == at::kDouble;
+    if (ctx.opset() >= 7 && in_place_type) {
+      const std::vector<int64_t> shape = at::infer_size(a.sizes(), b.sizes());
+      if (ctx.mayOverwriteInput(0) && a.sizes() == shape) {
+        in_place(a, b);
+        return std::vector<at::Tensor>{a};
+      }
+      if (commutative && ctx.mayOverwriteInput(1) && b.sizes() == shape) {
+        in_place(b, a);
+        return std::vector<at::Tensor>{b};
+      }
+    }
     return std::vector<at::Tensor>{fn(a, b)};
   }));
 }
@@ -172,9 +191,18 @@ std::vector<at::Tensor> cast(const OpContext& ctx) {
 }  // namespace
 
 void registerElementwiseOps(OpRegistry& registry) {
-  addBinary(registry, "Add", 1, [](const at::Tensor& a, const at::Tensor& b) { return a + b; });
-  addBinary(registry, "Sub", 1, [](const at::Tensor& a, const at::Tensor& b) { return a - b; });
-  addBinary(registry, "Mul", 1, [](const at::Tensor& a, const at::Tensor& b) { return a * b; });
+  addInPlaceArithmetic(
+      registry, "Add", [](const at::Tensor& a, const at::Tensor& b) { return a + b; },
+      [](const at::Tensor& into, const at::Tensor& other) { into.add_(other); },
+      /*commutative=*/true);
+  addInPlaceArithmetic(
+      registry, "Sub", [](const at::Tensor& a, const at::Tensor& b) { return a - b; },
+      [](const at::Tensor& into, const at::Tensor& other) { into.sub_(other); },
+      /*commutative=*/false);
+  addInPlaceArithmetic(
+      registry, "Mul", [](const at::Tensor& a, const at::Tensor& b) { return a * b; },
+      [](const at::Tensor& into, const at::Tensor& other) { into.mul_(other); },
+      /*commutative=*/true);
   addBinary(registry, "Div", 1, divide);
   registry.add(op("Pow", 1, kLatestOpset, power));
 

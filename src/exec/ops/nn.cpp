@@ -21,13 +21,7 @@ namespace qforge {
 namespace {
 
 using ops::kLatestOpset;
-
-std::string shapeString(at::IntArrayRef sizes) {
-  std::string s = "[";
-  for (size_t i = 0; i < sizes.size(); ++i)
-    s += (i ? ", " : "") + std::to_string(sizes[i]);
-  return s + "]";
-}
+using ops::shapeString;
 
 // Python-style floor division: ONNX's ConvTranspose pad split is written with `//`.
 int64_t floorDiv(int64_t a, int64_t b) {

@@ -17,13 +17,7 @@ namespace qforge {
 namespace {
 
 using ops::kLatestOpset;
-
-std::string shapeString(at::IntArrayRef sizes) {
-  std::string s = "[";
-  for (size_t i = 0; i < sizes.size(); ++i)
-    s += (i ? ", " : "") + std::to_string(sizes[i]);
-  return s + "]";
-}
+using ops::shapeString;
 
 // True when output `i` exists and is named, i.e. the model asks for it.
 bool wantsOutput(const OpContext& ctx, size_t i) {

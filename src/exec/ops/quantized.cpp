@@ -248,30 +248,50 @@ std::vector<at::Tensor> convInteger(const OpContext& ctx) {
   return {wrapToInt32(shiftedConv(ctx, xs, ws, at::Tensor()))};
 }
 
+// The input layout QLinearConv and QLinearMatMul share; ONNX calls a and b x and w in the conv.
+struct QLinearInputs {
+  at::Tensor a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale, y_zero_point;
+};
+
+// Reads the shared inputs with the checks both ops make: 8-bit data, zero points typed like
+// their tensor, float32 scales. Which scale and zero point shapes are allowed differs per op, so
+// the callers check those.
+QLinearInputs qlinearInputs(const OpContext& ctx, const std::string& a_name,
+                            const std::string& b_name) {
+  QLinearInputs in;
+  in.a = ctx.input(0);
+  in.b = ctx.input(3);
+  in.a_zero_point = ctx.input(2);
+  in.b_zero_point = ctx.input(5);
+  in.y_zero_point = ctx.input(7);
+  requireQuant8(ctx, in.a, a_name);
+  requireQuant8(ctx, in.b, b_name);
+  requireQuant8(ctx, in.y_zero_point, "y_zero_point");
+  requireSameType(ctx, in.a_zero_point, a_name + "_zero_point", in.a, a_name);
+  requireSameType(ctx, in.b_zero_point, b_name + "_zero_point", in.b, b_name);
+  in.a_scale = ctx.input(1);
+  requireFloatScale(ctx, in.a_scale, a_name + "_scale");
+  in.b_scale = ctx.input(4);
+  requireFloatScale(ctx, in.b_scale, b_name + "_scale");
+  in.y_scale = ctx.input(6);
+  requireFloatScale(ctx, in.y_scale, "y_scale");
+  return in;
+}
+
 std::vector<at::Tensor> qlinearConv(const OpContext& ctx) {
-  const at::Tensor& x = ctx.input(0);
-  const at::Tensor& w = ctx.input(3);
-  const at::Tensor& x_zero_point = ctx.input(2);
-  const at::Tensor& w_zero_point = ctx.input(5);
-  const at::Tensor& y_zero_point = ctx.input(7);
-  requireQuant8(ctx, x, "x");
-  requireQuant8(ctx, w, "w");
-  requireQuant8(ctx, y_zero_point, "y_zero_point");
-  requireSameType(ctx, x_zero_point, "x_zero_point", x, "x");
-  requireSameType(ctx, w_zero_point, "w_zero_point", w, "w");
-  requireFloatScale(ctx, ctx.input(1), "x_scale");
-  requireFloatScale(ctx, ctx.input(4), "w_scale");
-  requireFloatScale(ctx, ctx.input(6), "y_scale");
-  requireMatchingPair(ctx, ctx.input(4), "w_scale", w_zero_point, "w_zero_point");
+  const QLinearInputs in = qlinearInputs(ctx, "x", "w");
+  const at::Tensor& x = in.a;
+  const at::Tensor& w = in.b;
+  requireMatchingPair(ctx, in.b_scale, "w_scale", in.b_zero_point, "w_zero_point");
   if (w.dim() < 3) ctx.fail("w must be (M, C/group, kernel...), got shape " + shapeString(w));
   const int64_t out_channels = w.size(0);
-  const at::Tensor x_scale = requirePerTensor(ctx, ctx.input(1), "x_scale");
-  const at::Tensor y_scale = requirePerTensor(ctx, ctx.input(6), "y_scale");
-  const at::Tensor y_zp = requirePerTensor(ctx, y_zero_point, "y_zero_point");
+  const at::Tensor x_scale = requirePerTensor(ctx, in.a_scale, "x_scale");
+  const at::Tensor y_scale = requirePerTensor(ctx, in.y_scale, "y_scale");
+  const at::Tensor y_zp = requirePerTensor(ctx, in.y_zero_point, "y_zero_point");
   // The zero point shifts the weight; the scale multiplies the (N, M, spatial...) output.
-  const at::Tensor w_scale = channelParam(ctx, ctx.input(4), "w_scale", out_channels, w.dim() - 2);
+  const at::Tensor w_scale = channelParam(ctx, in.b_scale, "w_scale", out_channels, w.dim() - 2);
   const at::Tensor w_zp =
-      channelParam(ctx, w_zero_point, "w_zero_point", out_channels, w.dim() - 1);
+      channelParam(ctx, in.b_zero_point, "w_zero_point", out_channels, w.dim() - 1);
 
   at::Tensor bias;
   if (ctx.hasInput(8)) {
@@ -283,7 +303,7 @@ std::vector<at::Tensor> qlinearConv(const OpContext& ctx) {
     bias = b.to(at::kDouble);
   }
   const at::Tensor xs =
-      x.to(at::kDouble) - requirePerTensor(ctx, x_zero_point, "x_zero_point").to(at::kDouble);
+      x.to(at::kDouble) - requirePerTensor(ctx, in.a_zero_point, "x_zero_point").to(at::kDouble);
   const at::Tensor ws = w.to(at::kDouble) - w_zp.to(at::kDouble);
   const at::Tensor acc = wrapToInt32(shiftedConv(ctx, xs, ws, bias));
 
@@ -360,31 +380,19 @@ std::vector<at::Tensor> matMulInteger(const OpContext& ctx) {
 }
 
 std::vector<at::Tensor> qlinearMatMul(const OpContext& ctx) {
-  const at::Tensor& a = ctx.input(0);
-  const at::Tensor& b = ctx.input(3);
-  const at::Tensor& a_zero_point = ctx.input(2);
-  const at::Tensor& b_zero_point = ctx.input(5);
-  const at::Tensor& y_zero_point = ctx.input(7);
-  requireQuant8(ctx, a, "a");
-  requireQuant8(ctx, b, "b");
-  requireQuant8(ctx, y_zero_point, "y_zero_point");
-  requireSameType(ctx, a_zero_point, "a_zero_point", a, "a");
-  requireSameType(ctx, b_zero_point, "b_zero_point", b, "b");
-  requireFloatScale(ctx, ctx.input(1), "a_scale");
-  requireFloatScale(ctx, ctx.input(4), "b_scale");
-  requireFloatScale(ctx, ctx.input(6), "y_scale");
-  requireMatchingPair(ctx, ctx.input(1), "a_scale", a_zero_point, "a_zero_point");
-  requireMatchingPair(ctx, ctx.input(4), "b_scale", b_zero_point, "b_zero_point");
-  const MatMulOperands m(ctx, a, b);
-  const at::Tensor a_scale = m.rowParam(ctx, ctx.input(1), "a_scale");
-  const at::Tensor b_scale = m.columnParam(ctx, ctx.input(4), "b_scale");
-  const at::Tensor y_scale = requirePerTensor(ctx, ctx.input(6), "y_scale");
-  const at::Tensor y_zp = requirePerTensor(ctx, y_zero_point, "y_zero_point");
+  const QLinearInputs in = qlinearInputs(ctx, "a", "b");
+  requireMatchingPair(ctx, in.a_scale, "a_scale", in.a_zero_point, "a_zero_point");
+  requireMatchingPair(ctx, in.b_scale, "b_scale", in.b_zero_point, "b_zero_point");
+  const MatMulOperands m(ctx, in.a, in.b);
+  const at::Tensor a_scale = m.rowParam(ctx, in.a_scale, "a_scale");
+  const at::Tensor b_scale = m.columnParam(ctx, in.b_scale, "b_scale");
+  const at::Tensor y_scale = requirePerTensor(ctx, in.y_scale, "y_scale");
+  const at::Tensor y_zp = requirePerTensor(ctx, in.y_zero_point, "y_zero_point");
 
   const at::Tensor as =
-      m.a.to(at::kDouble) - m.rowParam(ctx, a_zero_point, "a_zero_point").to(at::kDouble);
+      m.a.to(at::kDouble) - m.rowParam(ctx, in.a_zero_point, "a_zero_point").to(at::kDouble);
   const at::Tensor bs =
-      m.b.to(at::kDouble) - m.columnParam(ctx, b_zero_point, "b_zero_point").to(at::kDouble);
+      m.b.to(at::kDouble) - m.columnParam(ctx, in.b_zero_point, "b_zero_point").to(at::kDouble);
   const at::Tensor acc = wrapToInt32(at::matmul(as, bs));
   const at::Tensor multiplier = a_scale * b_scale / y_scale;  // float32, as the reference
   return {m.restore(roundAndSaturate(acc.to(at::kDouble) * multiplier.to(at::kDouble), y_zp,

@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <cmath>
 #include <optional>
-#include <sstream>
 
 #include "exec/ops/common.h"
 
@@ -14,18 +13,10 @@ namespace qforge {
 
 namespace {
 
+using ops::dimsText;
 using ops::kLatestOpset;
 using ops::op;
 using ops::toInt64Vector;
-
-std::string dimsText(at::IntArrayRef dims) {
-  std::ostringstream out;
-  out << "[";
-  for (size_t i = 0; i < dims.size(); ++i)
-    out << (i ? "," : "") << dims[i];
-  out << "]";
-  return out.str();
-}
 
 std::vector<double> toDoubleVector(const at::Tensor& t) {
   at::Tensor c = t.to(at::kDouble).contiguous().reshape({-1});

@@ -17,19 +17,11 @@ void registerIndexingOps(OpRegistry& registry);
 
 namespace {
 
+using ops::dimsText;
 using ops::kLatestOpset;
 using ops::normalizeAxis;
 using ops::op;
 using ops::toInt64Vector;
-
-std::string dimsText(at::IntArrayRef dims) {
-  std::ostringstream out;
-  out << "[";
-  for (size_t i = 0; i < dims.size(); ++i)
-    out << (i ? "," : "") << dims[i];
-  out << "]";
-  return out.str();
-}
 
 at::Tensor int64Tensor(const std::vector<int64_t>& values) {
   return at::tensor(at::IntArrayRef(values), at::kLong);

@@ -4,62 +4,18 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <functional>
 #include <limits>
 #include <string>
 #include <vector>
 
-#include "core/error.h"
 #include "exec/executor.h"
 #include "exec/op_info.h"
-#include "support/single_op.h"
+#include "support/op_test_helpers.h"
 
 namespace qforge {
 namespace {
 
-using testing::buildSingleOpGraph;
-using testing::runSingleOp;
-using testing::SingleOp;
-
-SingleOp makeOp(const std::string& op_type, int64_t opset, std::vector<at::Tensor> inputs,
-                std::vector<Attribute> attributes = {}) {
-  SingleOp op;
-  op.op_type = op_type;
-  op.opset = opset;
-  op.inputs = std::move(inputs);
-  op.attributes = std::move(attributes);
-  return op;
-}
-
-at::Tensor run1(const std::string& op_type, int64_t opset, std::vector<at::Tensor> inputs,
-                std::vector<Attribute> attributes = {}) {
-  return runSingleOp(makeOp(op_type, opset, std::move(inputs), std::move(attributes))).at(0);
-}
-
-void expectNodeError(const std::function<void()>& fn, const std::string& part) {
-  try {
-    fn();
-    ADD_FAILURE() << "expected a qforge::Error containing '" << part << "'";
-  } catch (const Error& e) {
-    const std::string what = e.what();
-    EXPECT_NE(what.find("node 'op'"), std::string::npos) << what;
-    EXPECT_NE(what.find(part), std::string::npos) << what;
-  }
-}
-
-void expectTensorNear(const at::Tensor& actual, const at::Tensor& expected) {
-  ASSERT_EQ(actual.scalar_type(), expected.scalar_type());
-  ASSERT_EQ(actual.sizes(), expected.sizes());
-  EXPECT_TRUE(at::allclose(actual, expected, 1e-5, 1e-6)) << "actual:\n"
-                                                          << actual << "\nexpected:\n"
-                                                          << expected;
-}
-
-void expectTensorEq(const at::Tensor& actual, const at::Tensor& expected) {
-  ASSERT_EQ(actual.scalar_type(), expected.scalar_type());
-  ASSERT_EQ(actual.sizes(), expected.sizes());
-  EXPECT_TRUE(at::equal(actual, expected)) << "actual:\n" << actual << "\nexpected:\n" << expected;
-}
+using namespace testing;
 
 // [2,2,2] input whose exponentials are 1,2,3,4 / 1,1,1,1, so softmax values are simple fractions.
 at::Tensor softmaxInput() {
@@ -83,20 +39,20 @@ TEST(ActivationOpsTest, EveryOpIsRegisteredForOpsets11To17) {
 TEST(ActivationOpsTest, SoftmaxOpset11NormalizesTheFlattenedTail) {
   // Default axis 1: each batch row [2,2] is one distribution of 4 values.
   at::Tensor expected = at::tensor({0.1, 0.2, 0.3, 0.4, 0.25, 0.25, 0.25, 0.25}).reshape({2, 2, 2});
-  expectTensorNear(run1("Softmax", 11, {softmaxInput()}), expected);
+  expectTensorNear(run1({"Softmax", 11, {softmaxInput()}}), expected);
 }
 
 TEST(ActivationOpsTest, SoftmaxOpset13NormalizesTheLastAxis) {
   at::Tensor expected =
       at::tensor({1.0 / 3, 2.0 / 3, 3.0 / 7, 4.0 / 7, 0.5, 0.5, 0.5, 0.5}).reshape({2, 2, 2});
-  expectTensorNear(run1("Softmax", 13, {softmaxInput()}), expected);
+  expectTensorNear(run1({"Softmax", 13, {softmaxInput()}}), expected);
 }
 
 TEST(ActivationOpsTest, SoftmaxOpset13WithAxis1NormalizesOnlyThatAxis) {
   // Pairs along axis 1: (1,3), (2,4), (1,1), (1,1). Opset 11 would mix all four values.
   at::Tensor expected =
       at::tensor({0.25, 1.0 / 3, 0.75, 2.0 / 3, 0.5, 0.5, 0.5, 0.5}).reshape({2, 2, 2});
-  expectTensorNear(run1("Softmax", 13, {softmaxInput()}, {Attribute::makeInt("axis", 1)}),
+  expectTensorNear(run1({"Softmax", 13, {softmaxInput()}, {Attribute::makeInt("axis", 1)}}),
                    expected);
 }
 
@@ -104,7 +60,7 @@ TEST(ActivationOpsTest, LogSoftmaxOpset11AxisZeroUsesAllValues) {
   // axis 0: the whole tensor is one row; the exponentials sum to 14.
   at::Tensor expected =
       at::log(at::tensor({1.0, 2.0, 3.0, 4.0, 1.0, 1.0, 1.0, 1.0}) / 14.0).reshape({2, 2, 2});
-  expectTensorNear(run1("LogSoftmax", 11, {softmaxInput()}, {Attribute::makeInt("axis", 0)}),
+  expectTensorNear(run1({"LogSoftmax", 11, {softmaxInput()}, {Attribute::makeInt("axis", 0)}}),
                    expected);
 }
 
@@ -112,97 +68,92 @@ TEST(ActivationOpsTest, LogSoftmaxOpset13NegativeAxis) {
   at::Tensor expected =
       at::log(at::tensor({1.0 / 3, 2.0 / 3, 3.0 / 7, 4.0 / 7, 0.5, 0.5, 0.5, 0.5}))
           .reshape({2, 2, 2});
-  expectTensorNear(run1("LogSoftmax", 13, {softmaxInput()}, {Attribute::makeInt("axis", -1)}),
+  expectTensorNear(run1({"LogSoftmax", 13, {softmaxInput()}, {Attribute::makeInt("axis", -1)}}),
                    expected);
 }
 
 TEST(ActivationOpsTest, SoftmaxAxisOutOfRangeNamesTheNode) {
-  expectNodeError([] { run1("Softmax", 13, {softmaxInput()}, {Attribute::makeInt("axis", 3)}); },
+  expectNodeError({"Softmax", 13, {softmaxInput()}, {Attribute::makeInt("axis", 3)}},
                   "axis 3 is out of range");
-  expectNodeError(
-      [] { run1("LogSoftmax", 11, {softmaxInput()}, {Attribute::makeInt("axis", -4)}); },
-      "axis -4 is out of range");
+  expectNodeError({"LogSoftmax", 11, {softmaxInput()}, {Attribute::makeInt("axis", -4)}},
+                  "axis -4 is out of range");
 }
 
 TEST(ActivationOpsTest, ClipOpset6TakesAttributes) {
   at::Tensor x = at::tensor({-3.f, -0.5f, 0.5f, 3.f});
-  expectTensorEq(
-      run1("Clip", 6, {x}, {Attribute::makeFloat("min", -1.0), Attribute::makeFloat("max", 1.0)}),
+  expectTensorEqual(
+      run1({"Clip", 6, {x}, {Attribute::makeFloat("min", -1.0), Attribute::makeFloat("max", 1.0)}}),
       at::tensor({-1.f, -0.5f, 0.5f, 1.f}));
   // Defaults are the float range: nothing changes.
-  expectTensorEq(run1("Clip", 6, {x}), x);
-  expectTensorEq(run1("Clip", 6, {x}, {Attribute::makeFloat("max", 0.0)}),
-                 at::tensor({-3.f, -0.5f, 0.f, 0.f}));
+  expectTensorEqual(run1({"Clip", 6, {x}}), x);
+  expectTensorEqual(run1({"Clip", 6, {x}, {Attribute::makeFloat("max", 0.0)}}),
+                    at::tensor({-3.f, -0.5f, 0.f, 0.f}));
 }
 
 TEST(ActivationOpsTest, ClipOpset11TakesOptionalInputs) {
   at::Tensor x = at::tensor({-3.f, -0.5f, 0.5f, 3.f});
   // Attributes are not part of opset 11: only the inputs count.
-  expectTensorEq(run1("Clip", 11, {x, at::scalar_tensor(-1.f), at::scalar_tensor(1.f)}),
-                 at::tensor({-1.f, -0.5f, 0.5f, 1.f}));
+  expectTensorEqual(run1({"Clip", 11, {x, at::scalar_tensor(-1.f), at::scalar_tensor(1.f)}}),
+                    at::tensor({-1.f, -0.5f, 0.5f, 1.f}));
   // Only max given (min omitted).
-  expectTensorEq(run1("Clip", 13, {x, at::Tensor(), at::scalar_tensor(0.f)}),
-                 at::tensor({-3.f, -0.5f, 0.f, 0.f}));
+  expectTensorEqual(run1({"Clip", 13, {x, at::Tensor(), at::scalar_tensor(0.f)}}),
+                    at::tensor({-3.f, -0.5f, 0.f, 0.f}));
   // min > max: everything becomes max.
-  expectTensorEq(run1("Clip", 13, {x, at::scalar_tensor(2.f), at::scalar_tensor(1.f)}),
-                 at::tensor({1.f, 1.f, 1.f, 1.f}));
+  expectTensorEqual(run1({"Clip", 13, {x, at::scalar_tensor(2.f), at::scalar_tensor(1.f)}}),
+                    at::tensor({1.f, 1.f, 1.f, 1.f}));
 }
 
 TEST(ActivationOpsTest, ClipOnIntegers) {
   at::Tensor x = at::tensor({-100, -5, 5, 100}, at::kInt);
   at::Tensor low = at::scalar_tensor(-10, at::kInt), high = at::scalar_tensor(10, at::kInt);
-  expectTensorEq(run1("Clip", 12, {x, low, high}), at::tensor({-10, -5, 5, 10}, at::kInt));
+  expectTensorEqual(run1({"Clip", 12, {x, low, high}}), at::tensor({-10, -5, 5, 10}, at::kInt));
 }
 
 TEST(ActivationOpsTest, ClipRejectsBadBounds) {
   at::Tensor x = at::ones({3});
-  expectNodeError([&] { run1("Clip", 13, {x, at::zeros({2})}); }, "min must be a scalar");
-  expectNodeError(
-      [&] {
-        run1("Clip", 13, {x, at::Tensor(), at::scalar_tensor(1.0, at::kDouble)});
-      },
-      "max has element type");
+  expectNodeError({"Clip", 13, {x, at::zeros({2})}}, "min must be a scalar");
+  expectNodeError({"Clip", 13, {x, at::Tensor(), at::scalar_tensor(1.0, at::kDouble)}},
+                  "max has element type");
 }
 
 TEST(ActivationOpsTest, PReluBroadcastsSlopePerChannel) {
   at::Tensor x = at::tensor({-1.f, 2.f, -3.f, 4.f, -5.f, 6.f}).reshape({1, 3, 2});
   at::Tensor slope = at::tensor({0.5f, 0.f, 2.f}).reshape({3, 1});
-  expectTensorNear(run1("PRelu", 16, {x, slope}),
+  expectTensorNear(run1({"PRelu", 16, {x, slope}}),
                    at::tensor({-0.5f, 2.f, 0.f, 4.f, -10.f, 6.f}).reshape({1, 3, 2}));
 }
 
 TEST(ActivationOpsTest, PReluSlopeMustNotGrowX) {
-  expectNodeError(
-      [] {
-        run1("PRelu", 16, {at::ones({3}), at::ones({2, 3})});
-      },
-      "does not broadcast to X");
+  expectNodeError({"PRelu", 16, {at::ones({3}), at::ones({2, 3})}}, "does not broadcast to X");
 }
 
 TEST(ActivationOpsTest, ReluFamilyMatchesClosedForms) {
   at::Tensor x = at::tensor({-2.0, -0.5, 0.0, 1.5});
-  expectTensorEq(run1("Relu", 14, {at::tensor({-2, 3}, at::kInt)}), at::tensor({0, 3}, at::kInt));
-  expectTensorNear(run1("LeakyRelu", 16, {x}, {Attribute::makeFloat("alpha", 0.1)}),
+  expectTensorEqual(run1({"Relu", 14, {at::tensor({-2, 3}, at::kInt)}}),
+                    at::tensor({0, 3}, at::kInt));
+  expectTensorNear(run1({"LeakyRelu", 16, {x}, {Attribute::makeFloat("alpha", 0.1)}}),
                    at::tensor({-0.2, -0.05, 0.0, 1.5}));
-  expectTensorNear(run1("LeakyRelu", 16, {x}), at::tensor({-0.02, -0.005, 0.0, 1.5}));
-  expectTensorNear(run1("Elu", 6, {x}, {Attribute::makeFloat("alpha", 2.0)}),
+  expectTensorNear(run1({"LeakyRelu", 16, {x}}), at::tensor({-0.02, -0.005, 0.0, 1.5}));
+  expectTensorNear(run1({"Elu", 6, {x}, {Attribute::makeFloat("alpha", 2.0)}}),
                    at::tensor({2.0 * (std::exp(-2.0) - 1), 2.0 * (std::exp(-0.5) - 1), 0.0, 1.5}));
 }
 
 TEST(ActivationOpsTest, SigmoidLikeOpsMatchClosedForms) {
   at::Tensor x = at::tensor({-4.0, -1.0, 0.0, 1.0, 4.0});
-  expectTensorNear(run1("Sigmoid", 13, {x}),
+  expectTensorNear(run1({"Sigmoid", 13, {x}}),
                    at::tensor({1 / (1 + std::exp(4.0)), 1 / (1 + std::exp(1.0)), 0.5,
                                1 / (1 + std::exp(-1.0)), 1 / (1 + std::exp(-4.0))}));
-  expectTensorNear(run1("Tanh", 13, {x}), at::tensor({std::tanh(-4.0), std::tanh(-1.0), 0.0,
-                                                      std::tanh(1.0), std::tanh(4.0)}));
+  expectTensorNear(run1({"Tanh", 13, {x}}), at::tensor({std::tanh(-4.0), std::tanh(-1.0), 0.0,
+                                                        std::tanh(1.0), std::tanh(4.0)}));
   // max(0, min(1, alpha * x + beta)).
-  expectTensorNear(run1("HardSigmoid", 6, {x},
-                        {Attribute::makeFloat("alpha", 0.25), Attribute::makeFloat("beta", 0.4)}),
+  expectTensorNear(run1({"HardSigmoid",
+                         6,
+                         {x},
+                         {Attribute::makeFloat("alpha", 0.25), Attribute::makeFloat("beta", 0.4)}}),
                    at::tensor({0.0, 0.15, 0.4, 0.65, 1.0}));
-  expectTensorNear(run1("HardSigmoid", 6, {x}), at::tensor({0.0, 0.3, 0.5, 0.7, 1.0}));
+  expectTensorNear(run1({"HardSigmoid", 6, {x}}), at::tensor({0.0, 0.3, 0.5, 0.7, 1.0}));
   // x * HardSigmoid(x; 1/6, 1/2).
-  expectTensorNear(run1("HardSwish", 14, {x}), at::tensor({0.0, -1.0 / 3, 0.0, 2.0 / 3, 4.0}));
+  expectTensorNear(run1({"HardSwish", 14, {x}}), at::tensor({0.0, -1.0 / 3, 0.0, 2.0 / 3, 4.0}));
 }
 
 TEST(ActivationOpsTest, Float16InputsGiveFloat16Results) {
@@ -212,20 +163,21 @@ TEST(ActivationOpsTest, Float16InputsGiveFloat16Results) {
     // float16 keeps about 3 decimal digits.
     EXPECT_TRUE(at::allclose(actual.to(at::kDouble), at::tensor(expected), 1e-3, 1e-3)) << actual;
   };
-  near(run1("Sigmoid", 13, {x}), {1 / (1 + std::exp(1.0)), 0.5, 1 / (1 + std::exp(-2.0))});
+  near(run1({"Sigmoid", 13, {x}}), {1 / (1 + std::exp(1.0)), 0.5, 1 / (1 + std::exp(-2.0))});
   const double total = std::exp(-1.0) + 1 + std::exp(2.0);
-  near(run1("Softmax", 13, {x}), {std::exp(-1.0) / total, 1 / total, std::exp(2.0) / total});
-  near(run1("Clip", 6, {x}, {Attribute::makeFloat("min", -0.5), Attribute::makeFloat("max", 1.0)}),
-       {-0.5, 0.0, 1.0});
-  near(run1("Relu", 14, {x}), {0.0, 0.0, 2.0});
+  near(run1({"Softmax", 13, {x}}), {std::exp(-1.0) / total, 1 / total, std::exp(2.0) / total});
+  near(
+      run1({"Clip", 6, {x}, {Attribute::makeFloat("min", -0.5), Attribute::makeFloat("max", 1.0)}}),
+      {-0.5, 0.0, 1.0});
+  near(run1({"Relu", 14, {x}}), {0.0, 0.0, 2.0});
 }
 
 TEST(ActivationOpsTest, FloatOnlyActivationsRejectIntegers) {
-  expectNodeError([] { run1("Sigmoid", 13, {at::tensor({1}, at::kInt)}); }, "floating-point");
+  expectNodeError({"Sigmoid", 13, {at::tensor({1}, at::kInt)}}, "floating-point");
 }
 
 TEST(ActivationOpsTest, SigmoidLoweringKeepsAutograd) {
-  Graph graph = buildSingleOpGraph(makeOp("Sigmoid", 13, {at::zeros({3}, at::kDouble)}));
+  Graph graph = buildSingleOpGraph({"Sigmoid", 13, {at::zeros({3}, at::kDouble)}});
   Executor executor(graph, ExecutorOptions{true});
   at::Tensor x = at::tensor({-1.0, 0.0, 2.0}).requires_grad_();
   at::Tensor y = executor({x}).at(0);
@@ -238,7 +190,7 @@ TEST(ActivationOpsTest, SigmoidLoweringKeepsAutograd) {
 
 TEST(ActivationOpsTest, PReluSlopeGetsAGradient) {
   Graph graph = buildSingleOpGraph(
-      makeOp("PRelu", 16, {at::zeros({2, 2}, at::kDouble), at::zeros({2}, at::kDouble)}));
+      {"PRelu", 16, {at::zeros({2, 2}, at::kDouble), at::zeros({2}, at::kDouble)}});
   Executor executor(graph, ExecutorOptions{true});
   at::Tensor x = at::tensor({-1.0, 3.0, -2.0, -4.0}).reshape({2, 2});
   at::Tensor slope = at::tensor({0.5, 0.5}).requires_grad_();
@@ -248,7 +200,7 @@ TEST(ActivationOpsTest, PReluSlopeGetsAGradient) {
 }
 
 TEST(ActivationOpsTest, DefaultExecutorRecordsNoGradient) {
-  Graph graph = buildSingleOpGraph(makeOp("Sigmoid", 13, {at::zeros({3})}));
+  Graph graph = buildSingleOpGraph({"Sigmoid", 13, {at::zeros({3})}});
   Executor executor(graph);
   EXPECT_FALSE(executor({at::zeros({3}).requires_grad_()}).at(0).requires_grad());
 }

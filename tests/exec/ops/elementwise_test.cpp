@@ -4,64 +4,20 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <functional>
 #include <string>
 #include <vector>
 
-#include "core/error.h"
 #include "exec/op_info.h"
-#include "support/single_op.h"
+#include "support/op_test_helpers.h"
 
 namespace qforge {
 namespace {
 
-using testing::runSingleOp;
-using testing::SingleOp;
-
-SingleOp makeOp(const std::string& op_type, int64_t opset, std::vector<at::Tensor> inputs,
-                std::vector<Attribute> attributes = {}) {
-  SingleOp op;
-  op.op_type = op_type;
-  op.opset = opset;
-  op.inputs = std::move(inputs);
-  op.attributes = std::move(attributes);
-  return op;
-}
-
-at::Tensor run1(const std::string& op_type, int64_t opset, std::vector<at::Tensor> inputs,
-                std::vector<Attribute> attributes = {}) {
-  return runSingleOp(makeOp(op_type, opset, std::move(inputs), std::move(attributes))).at(0);
-}
-
-// Expects `fn` to throw qforge::Error whose message names the test node and contains `part`.
-void expectNodeError(const std::function<void()>& fn, const std::string& part) {
-  try {
-    fn();
-    ADD_FAILURE() << "expected a qforge::Error containing '" << part << "'";
-  } catch (const Error& e) {
-    const std::string what = e.what();
-    EXPECT_NE(what.find("node 'op'"), std::string::npos) << what;
-    EXPECT_NE(what.find(part), std::string::npos) << what;
-  }
-}
+using namespace testing;
 
 // at::tensor has no bool overload on this libtorch.
 at::Tensor bools(std::vector<int> values) {
   return at::tensor(values, at::kInt).to(at::kBool);
-}
-
-void expectTensorEq(const at::Tensor& actual, const at::Tensor& expected) {
-  ASSERT_EQ(actual.scalar_type(), expected.scalar_type());
-  ASSERT_EQ(actual.sizes(), expected.sizes());
-  EXPECT_TRUE(at::equal(actual, expected)) << "actual:\n" << actual << "\nexpected:\n" << expected;
-}
-
-void expectTensorNear(const at::Tensor& actual, const at::Tensor& expected) {
-  ASSERT_EQ(actual.scalar_type(), expected.scalar_type());
-  ASSERT_EQ(actual.sizes(), expected.sizes());
-  EXPECT_TRUE(at::allclose(actual, expected, 1e-5, 1e-6)) << "actual:\n"
-                                                          << actual << "\nexpected:\n"
-                                                          << expected;
 }
 
 TEST(ElementwiseOpsTest, EveryOpIsRegisteredForOpsets11To17) {
@@ -101,8 +57,8 @@ TEST(ElementwiseOpsTest, EveryOpIsRegisteredForOpsets11To17) {
 TEST(ElementwiseOpsTest, AddBroadcastsNumpyStyle) {
   at::Tensor a = at::tensor({1.f, 2.f, 3.f, 4.f, 5.f, 6.f}).reshape({2, 3});
   at::Tensor b = at::tensor({10.f, 20.f, 30.f});
-  expectTensorEq(run1("Add", 13, {a, b}),
-                 at::tensor({11.f, 22.f, 33.f, 14.f, 25.f, 36.f}).reshape({2, 3}));
+  expectTensorEqual(run1({"Add", 13, {a, b}}),
+                    at::tensor({11.f, 22.f, 33.f, 14.f, 25.f, 36.f}).reshape({2, 3}));
 }
 
 TEST(ElementwiseOpsTest, LegacyBroadcastAlignsRhsAtAxis) {
@@ -112,148 +68,132 @@ TEST(ElementwiseOpsTest, LegacyBroadcastAlignsRhsAtAxis) {
   at::Tensor expected =
       at::tensor({10.f, 10.f, 20.f, 20.f, 30.f, 30.f, 10.f, 10.f, 20.f, 20.f, 30.f, 30.f})
           .reshape({2, 3, 2});
-  expectTensorEq(
-      run1("Add", 6, {a, b}, {Attribute::makeInt("broadcast", 1), Attribute::makeInt("axis", 1)}),
+  expectTensorEqual(
+      run1({"Add", 6, {a, b}, {Attribute::makeInt("broadcast", 1), Attribute::makeInt("axis", 1)}}),
       expected);
   // Without axis, B matches A's trailing dims: [2] against [2,3,2].
   at::Tensor c = at::tensor({1.f, 2.f});
-  at::Tensor sum = run1("Sub", 6, {a, c}, {Attribute::makeInt("broadcast", 1)});
-  expectTensorEq(sum, at::tensor({-1.f, -2.f}).repeat({6}).reshape({2, 3, 2}));
+  at::Tensor sum = run1({"Sub", 6, {a, c}, {Attribute::makeInt("broadcast", 1)}});
+  expectTensorEqual(sum, at::tensor({-1.f, -2.f}).repeat({6}).reshape({2, 3, 2}));
 }
 
 TEST(ElementwiseOpsTest, LegacyOpsetWithoutBroadcastNeedsEqualShapes) {
-  expectNodeError(
-      [] {
-        run1("Mul", 6, {at::ones({2, 3}), at::ones({3})});
-      },
-      "'broadcast' attribute");
+  expectNodeError({"Mul", 6, {at::ones({2, 3}), at::ones({3})}}, "'broadcast' attribute");
 }
 
 TEST(ElementwiseOpsTest, BinaryOpRejectsMixedElementTypes) {
-  expectNodeError(
-      [] {
-        run1("Add", 13, {at::ones({2}), at::ones({2}, at::kInt)});
-      },
-      "different element types");
+  expectNodeError({"Add", 13, {at::ones({2}), at::ones({2}, at::kInt)}}, "different element types");
 }
 
 TEST(ElementwiseOpsTest, IntegerDivTruncatesTowardZero) {
   at::Tensor a = at::tensor({7, -7, 7, -7, 6}, at::kInt);
   at::Tensor b = at::tensor({2, 2, -2, -2, 3}, at::kInt);
-  expectTensorEq(run1("Div", 14, {a, b}), at::tensor({3, -3, -3, 3, 2}, at::kInt));
+  expectTensorEqual(run1({"Div", 14, {a, b}}), at::tensor({3, -3, -3, 3, 2}, at::kInt));
 }
 
 TEST(ElementwiseOpsTest, FloatDivIsTrueDivision) {
-  expectTensorNear(run1("Div", 13, {at::tensor({7.0, -1.0}), at::tensor({2.0, 4.0})}),
+  expectTensorNear(run1({"Div", 13, {at::tensor({7.0, -1.0}), at::tensor({2.0, 4.0})}}),
                    at::tensor({3.5, -0.25}));
 }
 
 TEST(ElementwiseOpsTest, PowKeepsTheBaseType) {
   // Integer base, float exponent: sqrt(2) = 1.41 truncates to 1.
-  expectTensorEq(run1("Pow", 15, {at::tensor({2, 3}, at::kInt), at::tensor({0.5f, 2.f})}),
-                 at::tensor({1, 9}, at::kInt));
+  expectTensorEqual(run1({"Pow", 15, {at::tensor({2, 3}, at::kInt), at::tensor({0.5f, 2.f})}}),
+                    at::tensor({1, 9}, at::kInt));
   // Float base, integer exponent (negative too).
-  expectTensorNear(run1("Pow", 15, {at::tensor({2.f, 0.5f}), at::tensor({3, -1}, at::kLong)}),
+  expectTensorNear(run1({"Pow", 15, {at::tensor({2.f, 0.5f}), at::tensor({3, -1}, at::kLong)}}),
                    at::tensor({8.f, 2.f}));
   // Float base, double exponent: result stays float32.
-  expectTensorNear(run1("Pow", 13, {at::tensor({9.f}), at::tensor({0.5})}), at::tensor({3.f}));
+  expectTensorNear(run1({"Pow", 13, {at::tensor({9.f}), at::tensor({0.5})}}), at::tensor({3.f}));
 }
 
 TEST(ElementwiseOpsTest, PowBeforeOpset12NeedsSameTypes) {
-  expectNodeError(
-      [] {
-        run1("Pow", 11, {at::tensor({2.f}), at::tensor({2}, at::kLong)});
-      },
-      "same element type");
+  expectNodeError({"Pow", 11, {at::tensor({2.f}), at::tensor({2}, at::kLong)}},
+                  "same element type");
 }
 
 TEST(ElementwiseOpsTest, MathOpsMatchClosedForms) {
   at::Tensor x = at::tensor({0.25, 1.0, 4.0});
-  expectTensorNear(run1("Sqrt", 13, {x}), at::tensor({0.5, 1.0, 2.0}));
-  expectTensorNear(run1("Exp", 13, {x}),
+  expectTensorNear(run1({"Sqrt", 13, {x}}), at::tensor({0.5, 1.0, 2.0}));
+  expectTensorNear(run1({"Exp", 13, {x}}),
                    at::tensor({std::exp(0.25), std::exp(1.0), std::exp(4.0)}));
-  expectTensorNear(run1("Log", 13, {x}), at::tensor({std::log(0.25), 0.0, std::log(4.0)}));
-  expectTensorNear(run1("Reciprocal", 13, {x}), at::tensor({4.0, 1.0, 0.25}));
+  expectTensorNear(run1({"Log", 13, {x}}), at::tensor({std::log(0.25), 0.0, std::log(4.0)}));
+  expectTensorNear(run1({"Reciprocal", 13, {x}}), at::tensor({4.0, 1.0, 0.25}));
   // erf(1) and erf(-0.5) from tables.
-  expectTensorNear(run1("Erf", 13, {at::tensor({1.0, -0.5})}),
+  expectTensorNear(run1({"Erf", 13, {at::tensor({1.0, -0.5})}}),
                    at::tensor({0.8427007929497149, -0.5204998778130465}));
-  expectTensorEq(run1("Neg", 13, {at::tensor({3, -4}, at::kInt)}), at::tensor({-3, 4}, at::kInt));
-  expectTensorEq(run1("Abs", 13, {at::tensor({3, -4}, at::kLong)}), at::tensor({3, 4}, at::kLong));
+  expectTensorEqual(run1({"Neg", 13, {at::tensor({3, -4}, at::kInt)}}),
+                    at::tensor({-3, 4}, at::kInt));
+  expectTensorEqual(run1({"Abs", 13, {at::tensor({3, -4}, at::kLong)}}),
+                    at::tensor({3, 4}, at::kLong));
 }
 
 TEST(ElementwiseOpsTest, MathOnFloat16KeepsFloat16) {
-  at::Tensor y = run1("Exp", 13, {at::tensor({0.f, 1.f}).to(at::kHalf)});
+  at::Tensor y = run1({"Exp", 13, {at::tensor({0.f, 1.f}).to(at::kHalf)}});
   ASSERT_EQ(y.scalar_type(), at::kHalf);
   EXPECT_TRUE(at::allclose(y.to(at::kDouble), at::tensor({1.0, std::exp(1.0)}), 1e-3, 1e-3)) << y;
 }
 
 TEST(ElementwiseOpsTest, FloatOnlyMathRejectsIntegers) {
-  expectNodeError([] { run1("Sqrt", 13, {at::tensor({4}, at::kInt)}); }, "floating-point");
+  expectNodeError({"Sqrt", 13, {at::tensor({4}, at::kInt)}}, "floating-point");
 }
 
 TEST(ElementwiseOpsTest, MinMaxAreVariadicAndBroadcast) {
   at::Tensor a = at::tensor({1.f, 5.f, 3.f, 0.f}).reshape({2, 2});
   at::Tensor b = at::tensor({2.f, 2.f});
   at::Tensor c = at::tensor({4.f}).reshape({1, 1});
-  expectTensorEq(run1("Max", 13, {a, b, c}), at::tensor({4.f, 5.f, 4.f, 4.f}).reshape({2, 2}));
-  expectTensorEq(run1("Min", 13, {a, b, c}), at::tensor({1.f, 2.f, 2.f, 0.f}).reshape({2, 2}));
-  expectTensorEq(run1("Max", 13, {a}), a);
+  expectTensorEqual(run1({"Max", 13, {a, b, c}}), at::tensor({4.f, 5.f, 4.f, 4.f}).reshape({2, 2}));
+  expectTensorEqual(run1({"Min", 13, {a, b, c}}), at::tensor({1.f, 2.f, 2.f, 0.f}).reshape({2, 2}));
+  expectTensorEqual(run1({"Max", 13, {a}}), a);
 }
 
 TEST(ElementwiseOpsTest, MinRejectsMixedTypes) {
-  expectNodeError(
-      [] {
-        run1("Min", 13, {at::ones({2}), at::ones({2}, at::kDouble)});
-      },
-      "same element type");
+  expectNodeError({"Min", 13, {at::ones({2}), at::ones({2}, at::kDouble)}}, "same element type");
 }
 
 TEST(ElementwiseOpsTest, ComparisonsGiveBoolAndBroadcast) {
   at::Tensor a = at::tensor({1, 2, 3}, at::kInt);
   at::Tensor b = at::tensor({2}, at::kInt);
-  expectTensorEq(run1("Equal", 13, {a, b}), bools({0, 1, 0}));
-  expectTensorEq(run1("Less", 13, {a, b}), bools({1, 0, 0}));
-  expectTensorEq(run1("Greater", 13, {a, b}), bools({0, 0, 1}));
-  expectTensorEq(run1("LessOrEqual", 16, {a, b}), bools({1, 1, 0}));
-  expectTensorEq(run1("GreaterOrEqual", 16, {a, b}), bools({0, 1, 1}));
+  expectTensorEqual(run1({"Equal", 13, {a, b}}), bools({0, 1, 0}));
+  expectTensorEqual(run1({"Less", 13, {a, b}}), bools({1, 0, 0}));
+  expectTensorEqual(run1({"Greater", 13, {a, b}}), bools({0, 0, 1}));
+  expectTensorEqual(run1({"LessOrEqual", 16, {a, b}}), bools({1, 1, 0}));
+  expectTensorEqual(run1({"GreaterOrEqual", 16, {a, b}}), bools({0, 1, 1}));
 }
 
 TEST(ElementwiseOpsTest, WhereSelectsWithBroadcasting) {
   at::Tensor condition = bools({1, 0});
   at::Tensor x = at::tensor({1.f, 2.f, 3.f, 4.f}).reshape({2, 2});
   at::Tensor y = at::tensor({-1.f});
-  expectTensorEq(run1("Where", 16, {condition, x, y}),
-                 at::tensor({1.f, -1.f, 3.f, -1.f}).reshape({2, 2}));
+  expectTensorEqual(run1({"Where", 16, {condition, x, y}}),
+                    at::tensor({1.f, -1.f, 3.f, -1.f}).reshape({2, 2}));
 }
 
 TEST(ElementwiseOpsTest, WhereNeedsBoolCondition) {
-  expectNodeError(
-      [] {
-        run1("Where", 16, {at::ones({2}), at::ones({2}), at::ones({2})});
-      },
-      "condition must be bool");
+  expectNodeError({"Where", 16, {at::ones({2}), at::ones({2}), at::ones({2})}},
+                  "condition must be bool");
 }
 
 TEST(ElementwiseOpsTest, CastFollowsOnnxConversions) {
   const auto to = [](DType t) { return Attribute::makeInt("to", static_cast<int64_t>(t)); };
   at::Tensor x = at::tensor({-1.7f, 1.7f, 2.5f, 0.f});
-  expectTensorEq(run1("Cast", 13, {x}, {to(DType::Int32)}), at::tensor({-1, 1, 2, 0}, at::kInt));
+  expectTensorEqual(run1({"Cast", 13, {x}, {to(DType::Int32)}}),
+                    at::tensor({-1, 1, 2, 0}, at::kInt));
   at::Tensor flags = at::tensor({0.f, -0.f, 0.5f, NAN});
-  expectTensorEq(run1("Cast", 13, {flags}, {to(DType::Bool)}), bools({0, 0, 1, 1}));
-  expectTensorEq(run1("Cast", 13, {bools({1, 0})}, {to(DType::Float16)}),
-                 at::tensor({1.f, 0.f}).to(at::kHalf));
+  expectTensorEqual(run1({"Cast", 13, {flags}, {to(DType::Bool)}}), bools({0, 0, 1, 1}));
+  expectTensorEqual(run1({"Cast", 13, {bools({1, 0})}, {to(DType::Float16)}}),
+                    at::tensor({1.f, 0.f}).to(at::kHalf));
   // Opsets 1-5 name the type as a string.
-  expectTensorEq(run1("Cast", 5, {x}, {Attribute::makeString("to", "INT64")}),
-                 at::tensor({-1, 1, 2, 0}, at::kLong));
+  expectTensorEqual(run1({"Cast", 5, {x}, {Attribute::makeString("to", "INT64")}}),
+                    at::tensor({-1, 1, 2, 0}, at::kLong));
 }
 
 TEST(ElementwiseOpsTest, CastToTypeAtenCannotHoldFails) {
-  expectNodeError(
-      [] { run1("Cast", 13, {at::ones({2})}, {Attribute::makeInt("to", 12 /* UINT32 */)}); },
-      "uint32");
-  expectNodeError([] { run1("Cast", 5, {at::ones({2})}, {Attribute::makeString("to", "REAL")}); },
+  expectNodeError({"Cast", 13, {at::ones({2})}, {Attribute::makeInt("to", 12 /* UINT32 */)}},
+                  "uint32");
+  expectNodeError({"Cast", 5, {at::ones({2})}, {Attribute::makeString("to", "REAL")}},
                   "unknown target type 'REAL'");
-  expectNodeError([] { run1("Cast", 13, {at::ones({2})}); }, "'to' is missing");
+  expectNodeError({"Cast", 13, {at::ones({2})}}, "'to' is missing");
 }
 
 }  // namespace

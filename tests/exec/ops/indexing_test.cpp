@@ -5,64 +5,15 @@
 
 #include <limits>
 
-#include "core/error.h"
-#include "support/single_op.h"
+#include "support/op_test_helpers.h"
 
 namespace qforge {
 namespace {
 
-using testing::runSingleOp;
-using testing::SingleOp;
+using namespace testing;
 
 constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
 constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
-
-at::Tensor i64(std::vector<int64_t> values) {
-  return at::tensor(values, at::kLong);
-}
-at::Tensor f32(std::vector<float> values) {
-  return at::tensor(values, at::kFloat);
-}
-
-// A SingleOp made by a constructor, so tests can brace-initialize only the fields they need
-// (aggregate initialization would trip -Wmissing-field-initializers).
-struct OpCall {
-  OpCall(std::string op_type, int64_t opset, std::vector<at::Tensor> inputs,
-         std::vector<Attribute> attributes = {}, size_t outputs = 1) {
-    op.op_type = std::move(op_type);
-    op.opset = opset;
-    op.inputs = std::move(inputs);
-    op.attributes = std::move(attributes);
-    op.outputs = outputs;
-  }
-  SingleOp op;
-};
-
-std::vector<at::Tensor> runAll(const OpCall& call) {
-  return runSingleOp(call.op);
-}
-at::Tensor run1(const OpCall& call) {
-  return runAll(call).at(0);
-}
-
-void expectTensor(const at::Tensor& actual, const at::Tensor& expected) {
-  ASSERT_TRUE(actual.defined());
-  ASSERT_EQ(actual.sizes(), expected.sizes()) << "actual:\n" << actual;
-  ASSERT_EQ(actual.scalar_type(), expected.scalar_type());
-  EXPECT_TRUE(at::equal(actual, expected)) << "actual:\n" << actual << "\nexpected:\n" << expected;
-}
-
-void expectError(const OpCall& call, const std::vector<std::string>& parts) {
-  try {
-    runAll(call);
-    ADD_FAILURE() << call.op.op_type << " did not throw";
-  } catch (const Error& e) {
-    for (const auto& part : parts) {
-      EXPECT_NE(std::string(e.what()).find(part), std::string::npos)
-          << "message '" << e.what() << "' lacks '" << part << "'";
-    }
-  }
-}
 
 // Slices the 1-d tensor [0, 1, ..., 5] with the opset-13 input form.
 at::Tensor slice6(int64_t start, int64_t end, int64_t step) {
@@ -77,41 +28,41 @@ TEST(SliceTest, AttributesBeforeOpset10InputsFrom10) {
                          {x},
                          {Attribute::makeInts("starts", {1}), Attribute::makeInts("ends", {3}),
                           Attribute::makeInts("axes", {1})}});
-  expectTensor(old, f32({1, 2, 5, 6, 9, 10}).reshape({3, 2}));
+  expectTensorEqual(old, f32({1, 2, 5, 6, 9, 10}).reshape({3, 2}));
   // Without axes, starts/ends apply to the leading axes.
   at::Tensor leading =
       run1({"Slice",
             1,
             {x},
             {Attribute::makeInts("starts", {2, 0}), Attribute::makeInts("ends", {3, 1})}});
-  expectTensor(leading, f32({8}).reshape({1, 1}));
+  expectTensorEqual(leading, f32({8}).reshape({1, 1}));
   at::Tensor now = run1({"Slice", 10, {x, i64({1}), i64({3}), i64({1})}});
-  expectTensor(now, old);
+  expectTensorEqual(now, old);
 }
 
 TEST(SliceTest, PositiveStepsAndClamping) {
-  expectTensor(slice6(1, 6, 2), i64({1, 3, 5}));
-  expectTensor(slice6(-4, kMax, 1), i64({2, 3, 4, 5}));
-  expectTensor(slice6(-100, 2, 1), i64({0, 1}));
-  expectTensor(slice6(4, 2, 1), i64({}));
-  expectTensor(slice6(10, 20, 1), i64({}));
+  expectTensorEqual(slice6(1, 6, 2), i64({1, 3, 5}));
+  expectTensorEqual(slice6(-4, kMax, 1), i64({2, 3, 4, 5}));
+  expectTensorEqual(slice6(-100, 2, 1), i64({0, 1}));
+  expectTensorEqual(slice6(4, 2, 1), i64({}));
+  expectTensorEqual(slice6(10, 20, 1), i64({}));
 }
 
 TEST(SliceTest, NegativeStepsRunBackwards) {
   // INT_MIN end means "through index 0".
-  expectTensor(slice6(-1, kMin, -1), i64({5, 4, 3, 2, 1, 0}));
-  expectTensor(slice6(kMax, kMin, -2), i64({5, 3, 1}));
+  expectTensorEqual(slice6(-1, kMin, -1), i64({5, 4, 3, 2, 1, 0}));
+  expectTensorEqual(slice6(kMax, kMin, -2), i64({5, 3, 1}));
   // end -7 + 6 = -1 is clamped to -1 (before index 0), start 10 to 5.
-  expectTensor(slice6(10, -7, -3), i64({5, 2}));
-  expectTensor(slice6(4, 1, -1), i64({4, 3, 2}));
-  expectTensor(slice6(1, 4, -1), i64({}));
+  expectTensorEqual(slice6(10, -7, -3), i64({5, 2}));
+  expectTensorEqual(slice6(4, 1, -1), i64({4, 3, 2}));
+  expectTensorEqual(slice6(1, 4, -1), i64({}));
 }
 
 TEST(SliceTest, SeveralAxesWithNegativeAxisAndStep) {
   at::Tensor x = at::arange(12, at::kFloat).reshape({3, 4});
   at::Tensor y = run1({"Slice", 13, {x, i64({0, -1}), i64({kMax, 0}), i64({0, -1}), i64({2, -2})}});
   // Rows 0 and 2; columns 3 and 1.
-  expectTensor(y, f32({3, 1, 11, 9}).reshape({2, 2}));
+  expectTensorEqual(y, f32({3, 1, 11, 9}).reshape({2, 2}));
 }
 
 TEST(SliceTest, BadArgumentsNameTheNode) {
@@ -127,21 +78,22 @@ TEST(SliceTest, BadArgumentsNameTheNode) {
 TEST(GatherTest, NegativeIndicesOnAnyAxis) {
   at::Tensor x = at::arange(12, at::kFloat).reshape({3, 4});
   at::Tensor y = run1({"Gather", 13, {x, i64({-1, 0})}, {Attribute::makeInt("axis", 1)}});
-  expectTensor(y, f32({3, 0, 7, 4, 11, 8}).reshape({3, 2}));
+  expectTensorEqual(y, f32({3, 0, 7, 4, 11, 8}).reshape({3, 2}));
   // 2-d indices on axis 0: output shape indices.shape + data.shape[1:].
   at::Tensor z = run1({"Gather", 11, {x, i64({2, 0, 1, 2}).reshape({2, 2})}});
   ASSERT_EQ(z.sizes(), at::IntArrayRef({2, 2, 4}));
-  expectTensor(z[0][0], f32({8, 9, 10, 11}));
-  expectTensor(z[1][1], f32({8, 9, 10, 11}));
+  expectTensorEqual(z[0][0], f32({8, 9, 10, 11}));
+  expectTensorEqual(z[1][1], f32({8, 9, 10, 11}));
 }
 
 TEST(GatherTest, ScalarIndexOnShapeDropsTheAxis) {
   // Shape -> Gather(0) is how models read the batch size at run time.
   at::Tensor shape = i64({5, 3, 224, 224});
-  expectTensor(run1({"Gather", 13, {shape, at::scalar_tensor(0, at::kLong)}}),
-               at::scalar_tensor(5, at::kLong));
-  expectTensor(run1({"Gather", 13, {shape, at::tensor(std::vector<int32_t>{-2, -1}, at::kInt)}}),
-               i64({224, 224}));
+  expectTensorEqual(run1({"Gather", 13, {shape, at::scalar_tensor(0, at::kLong)}}),
+                    at::scalar_tensor(5, at::kLong));
+  expectTensorEqual(
+      run1({"Gather", 13, {shape, at::tensor(std::vector<int32_t>{-2, -1}, at::kInt)}}),
+      i64({224, 224}));
 }
 
 TEST(GatherTest, OutOfRangeIndexNamesTheNode) {

@@ -6,54 +6,13 @@
 #include <string>
 #include <vector>
 
-#include "core/error.h"
 #include "exec/op_info.h"
-#include "support/single_op.h"
+#include "support/op_test_helpers.h"
 
 namespace qforge {
 namespace {
 
-using testing::runSingleOp;
-using testing::SingleOp;
-
-SingleOp makeOp(std::string op_type, int64_t opset, std::vector<at::Tensor> inputs,
-                std::vector<Attribute> attributes = {}, size_t outputs = 1) {
-  SingleOp op;
-  op.op_type = std::move(op_type);
-  op.opset = opset;
-  op.inputs = std::move(inputs);
-  op.attributes = std::move(attributes);
-  op.outputs = outputs;
-  return op;
-}
-
-at::Tensor floats(std::vector<int64_t> shape, std::vector<float> values) {
-  return at::tensor(values, at::kFloat).reshape(shape);
-}
-
-void expectTensor(const at::Tensor& actual, std::vector<int64_t> shape, std::vector<double> values,
-                  double tol = 1e-5) {
-  ASSERT_TRUE(actual.defined());
-  ASSERT_EQ(actual.sizes(), at::IntArrayRef(shape));
-  at::Tensor a = actual.to(at::kDouble).contiguous().reshape({-1});
-  ASSERT_EQ(a.numel(), static_cast<int64_t>(values.size()));
-  for (int64_t i = 0; i < a.numel(); ++i) {
-    EXPECT_NEAR(a[i].item<double>(), values[i], tol) << "element " << i;
-  }
-}
-
-// Runs `op` expecting a qforge::Error that names the node ("op", see single_op.h) and contains
-// `what`.
-void expectNodeError(const SingleOp& op, const std::string& what) {
-  try {
-    runSingleOp(op);
-    ADD_FAILURE() << op.op_type << " did not throw; expected an error containing '" << what << "'";
-  } catch (const Error& e) {
-    const std::string message = e.what();
-    EXPECT_NE(message.find("node 'op' (" + op.op_type + ")"), std::string::npos) << message;
-    EXPECT_NE(message.find(what), std::string::npos) << message;
-  }
-}
+using namespace testing;
 
 constexpr double kEps = 1e-5;  // ONNX's default epsilon
 
@@ -62,8 +21,8 @@ constexpr double kEps = 1e-5;  // ONNX's default epsilon
 // Channel 0: x in {1, 3}, scale 2, B 0.5, mean 1, var 4. Channel 1: x in {2, 4}, scale 1, B -1,
 // mean 2, var 0.25. y = (x - mean) / sqrt(var + eps) * scale + B.
 std::vector<at::Tensor> bnInputs() {
-  return {floats({1, 2, 1, 2}, {1, 3, 2, 4}), floats({2}, {2, 1}), floats({2}, {0.5, -1}),
-          floats({2}, {1, 2}), floats({2}, {4, 0.25})};
+  return {f32({1, 3, 2, 4}, {1, 2, 1, 2}), f32({2, 1}, {2}), f32({0.5, -1}, {2}), f32({1, 2}, {2}),
+          f32({4, 0.25}, {2})};
 }
 std::vector<double> bnExpected() {
   const double s0 = std::sqrt(4 + kEps), s1 = std::sqrt(0.25 + kEps);
@@ -73,111 +32,113 @@ std::vector<double> bnExpected() {
 TEST(BatchNormTest, InferenceAcrossOpsets) {
   for (int64_t opset : {6, 9, 14, 15}) {
     SCOPED_TRACE("opset " + std::to_string(opset));
-    expectTensor(runSingleOp(makeOp("BatchNormalization", opset, bnInputs()))[0], {1, 2, 1, 2},
-                 bnExpected());
+    expectValuesNear(run1({"BatchNormalization", opset, bnInputs()}), {1, 2, 1, 2}, bnExpected());
   }
 }
 
 TEST(BatchNormTest, EpsilonAttribute) {
-  auto out = runSingleOp(
-      makeOp("BatchNormalization", 15, bnInputs(), {Attribute::makeFloat("epsilon", 0.75)}));
+  auto out =
+      runSingleOp({"BatchNormalization", 15, bnInputs(), {Attribute::makeFloat("epsilon", 0.75)}});
   const double s0 = std::sqrt(4.75), s1 = std::sqrt(1.0);
-  expectTensor(out[0], {1, 2, 1, 2}, {0.5, 2 / s0 * 2 + 0.5, -1, 2 / s1 - 1});
+  expectValuesNear(out[0], {1, 2, 1, 2}, {0.5, 2 / s0 * 2 + 0.5, -1, 2 / s1 - 1});
 }
 
 TEST(BatchNormTest, PerActivationWhenSpatialIsZero) {
   // Opset 7 spatial=0: statistics per (C, H) position, parameters shaped (2, 2).
-  const at::Tensor x = floats({1, 2, 2}, {1, 2, 3, 4});
-  auto out = runSingleOp(makeOp(
-      "BatchNormalization", 7,
-      {x, at::ones({2, 2}), at::zeros({2, 2}), at::ones({2, 2}), floats({2, 2}, {1, 1, 4, 4})},
-      {Attribute::makeInt("spatial", 0)}));
+  const at::Tensor x = f32({1, 2, 3, 4}, {1, 2, 2});
+  auto out = runSingleOp(
+      {"BatchNormalization",
+       7,
+       {x, at::ones({2, 2}), at::zeros({2, 2}), at::ones({2, 2}), f32({1, 1, 4, 4}, {2, 2})},
+       {Attribute::makeInt("spatial", 0)}});
   const double s1 = std::sqrt(1 + kEps), s4 = std::sqrt(4 + kEps);
-  expectTensor(out[0], {1, 2, 2}, {0, 1 / s1, 2 / s4, 3 / s4});
+  expectValuesNear(out[0], {1, 2, 2}, {0, 1 / s1, 2 / s4, 3 / s4});
 }
 
 TEST(BatchNormTest, TrainingModeUsesBatchStatistics) {
   // One channel holding 1, 2, 3, 6: mean 3, biased variance (4 + 1 + 0 + 9) / 4 = 3.5.
-  const at::Tensor x = floats({2, 1, 1, 2}, {1, 2, 3, 6});
-  auto out = runSingleOp(
-      makeOp("BatchNormalization", 15,
-             {x, floats({1}, {2}), floats({1}, {1}), floats({1}, {0}), floats({1}, {1})},
-             {Attribute::makeInt("training_mode", 1)}, 3));
+  const at::Tensor x = f32({1, 2, 3, 6}, {2, 1, 1, 2});
+  auto out = runSingleOp({"BatchNormalization",
+                          15,
+                          {x, f32({2}, {1}), f32({1}, {1}), f32({0}, {1}), f32({1}, {1})},
+                          {Attribute::makeInt("training_mode", 1)},
+                          3});
   const double s = std::sqrt(3.5 + kEps);
-  expectTensor(out[0], {2, 1, 1, 2}, {-2 / s * 2 + 1, -1 / s * 2 + 1, 1, 3 / s * 2 + 1});
+  expectValuesNear(out[0], {2, 1, 1, 2}, {-2 / s * 2 + 1, -1 / s * 2 + 1, 1, 3 / s * 2 + 1});
   // momentum 0.9: running = 0.9 * input + 0.1 * batch.
-  expectTensor(out[1], {1}, {0.3});
-  expectTensor(out[2], {1}, {0.9 + 0.35});
+  expectValuesNear(out[1], {1}, {0.3});
+  expectValuesNear(out[2], {1}, {0.9 + 0.35});
 }
 
 TEST(BatchNormTest, BadInputsNameNode) {
   std::vector<at::Tensor> inputs = bnInputs();
-  inputs[1] = floats({3}, {1, 1, 1});
-  expectNodeError(makeOp("BatchNormalization", 15, inputs), "scale must have shape [2]");
+  inputs[1] = f32({1, 1, 1}, {3});
+  expectNodeError({"BatchNormalization", 15, inputs}, "scale must have shape [2]");
   // Legacy training outputs are refused rather than silently left uncomputed.
-  expectNodeError(makeOp("BatchNormalization", 9, bnInputs(), {}, 3), "training-mode outputs");
-  expectNodeError(makeOp("BatchNormalization", 15, bnInputs(), {}, 3), "training_mode=1");
+  expectNodeError({"BatchNormalization", 9, bnInputs(), {}, 3}, "training-mode outputs");
+  expectNodeError({"BatchNormalization", 15, bnInputs(), {}, 3}, "training_mode=1");
 }
 
 // --- LayerNormalization -------------------------------------------------------------------------
 
 TEST(LayerNormTest, LastAxisByDefault) {
   // [1 2 3 4]: mean 2.5, variance 1.25.
-  auto out =
-      runSingleOp(makeOp("LayerNormalization", 17, {floats({1, 4}, {1, 2, 3, 4}), at::ones({4})}));
+  auto out = runSingleOp({"LayerNormalization", 17, {f32({1, 2, 3, 4}, {1, 4}), at::ones({4})}});
   const double s = std::sqrt(1.25 + kEps);
-  expectTensor(out[0], {1, 4}, {-1.5 / s, -0.5 / s, 0.5 / s, 1.5 / s});
+  expectValuesNear(out[0], {1, 4}, {-1.5 / s, -0.5 / s, 0.5 / s, 1.5 / s});
 }
 
 TEST(LayerNormTest, Axis1WithBroadcastScaleAndStatistics) {
   // Two samples of 2x2, normalized over both dims. Sample 0: 1..4 (mean 2.5, variance 1.25).
   // Sample 1: 2 2 6 6 (mean 4, variance 4). Scale (1, 10) broadcasts along the last dim.
-  const at::Tensor x = floats({2, 2, 2}, {1, 2, 3, 4, 2, 2, 6, 6});
-  auto out = runSingleOp(makeOp("LayerNormalization", 17,
-                                {x, floats({2}, {1, 10}), floats({2, 2}, {0, 0, 1, 1})},
-                                {Attribute::makeInt("axis", 1)}, 3));
+  const at::Tensor x = f32({1, 2, 3, 4, 2, 2, 6, 6}, {2, 2, 2});
+  auto out = runSingleOp({"LayerNormalization",
+                          17,
+                          {x, f32({1, 10}, {2}), f32({0, 0, 1, 1}, {2, 2})},
+                          {Attribute::makeInt("axis", 1)},
+                          3});
   const double s0 = std::sqrt(1.25 + kEps), s1 = std::sqrt(4 + kEps);
-  expectTensor(out[0], {2, 2, 2},
-               {-1.5 / s0, -0.5 / s0 * 10, 0.5 / s0 + 1, 1.5 / s0 * 10 + 1,  //
-                -2 / s1, -2 / s1 * 10, 2 / s1 + 1, 2 / s1 * 10 + 1});
-  expectTensor(out[1], {2, 1, 1}, {2.5, 4});
-  expectTensor(out[2], {2, 1, 1}, {1 / s0, 1 / s1});
+  expectValuesNear(out[0], {2, 2, 2},
+                   {-1.5 / s0, -0.5 / s0 * 10, 0.5 / s0 + 1, 1.5 / s0 * 10 + 1,  //
+                    -2 / s1, -2 / s1 * 10, 2 / s1 + 1, 2 / s1 * 10 + 1});
+  expectValuesNear(out[1], {2, 1, 1}, {2.5, 4});
+  expectValuesNear(out[2], {2, 1, 1}, {1 / s0, 1 / s1});
 }
 
 TEST(LayerNormTest, NegativeAxisAndEpsilon) {
-  const at::Tensor x = floats({1, 2, 2}, {0, 2, 4, 6});
-  auto out =
-      runSingleOp(makeOp("LayerNormalization", 17, {x, at::ones({2, 2})},
-                         {Attribute::makeInt("axis", -2), Attribute::makeFloat("epsilon", 0.75)}));
+  const at::Tensor x = f32({0, 2, 4, 6}, {1, 2, 2});
+  auto out = runSingleOp({"LayerNormalization",
+                          17,
+                          {x, at::ones({2, 2})},
+                          {Attribute::makeInt("axis", -2), Attribute::makeFloat("epsilon", 0.75)}});
   // Mean 3, variance (9 + 1 + 1 + 9) / 4 = 5, plus epsilon 0.75.
   const double s = std::sqrt(5.75);
-  expectTensor(out[0], {1, 2, 2}, {-3 / s, -1 / s, 1 / s, 3 / s});
+  expectValuesNear(out[0], {1, 2, 2}, {-3 / s, -1 / s, 1 / s, 3 / s});
 }
 
 TEST(LayerNormTest, BadInputsNameNode) {
-  const at::Tensor x = floats({2, 2}, {1, 2, 3, 4});
-  expectNodeError(
-      makeOp("LayerNormalization", 17, {x, at::ones({2})}, {Attribute::makeInt("axis", 2)}),
-      "axis 2 is out of range");
-  expectNodeError(makeOp("LayerNormalization", 17, {x, at::ones({3})}), "does not broadcast");
+  const at::Tensor x = f32({1, 2, 3, 4}, {2, 2});
+  expectNodeError({"LayerNormalization", 17, {x, at::ones({2})}, {Attribute::makeInt("axis", 2)}},
+                  "axis 2 is out of range");
+  expectNodeError({"LayerNormalization", 17, {x, at::ones({3})}}, "does not broadcast");
 }
 
 // --- InstanceNormalization ----------------------------------------------------------------------
 
 TEST(InstanceNormTest, PerSampleAndChannelStatistics) {
   // Channel 0: 1 3 (mean 2, variance 1); channel 1: 0 4 (mean 2, variance 4).
-  auto out = runSingleOp(
-      makeOp("InstanceNormalization", 6,
-             {floats({1, 2, 2}, {1, 3, 0, 4}), floats({2}, {1, 2}), floats({2}, {0, 1})}));
+  auto out = runSingleOp({"InstanceNormalization",
+                          6,
+                          {f32({1, 3, 0, 4}, {1, 2, 2}), f32({1, 2}, {2}), f32({0, 1}, {2})}});
   const double s0 = std::sqrt(1 + kEps), s1 = std::sqrt(4 + kEps);
-  expectTensor(out[0], {1, 2, 2}, {-1 / s0, 1 / s0, -2 / s1 * 2 + 1, 2 / s1 * 2 + 1});
+  expectValuesNear(out[0], {1, 2, 2}, {-1 / s0, 1 / s0, -2 / s1 * 2 + 1, 2 / s1 * 2 + 1});
 }
 
 TEST(InstanceNormTest, BadScaleNamesNode) {
-  expectNodeError(
-      makeOp("InstanceNormalization", 6,
-             {floats({1, 2, 2}, {1, 3, 0, 4}), floats({3}, {1, 1, 1}), floats({2}, {0, 0})}),
-      "scale must have shape [2]");
+  expectNodeError({"InstanceNormalization",
+                   6,
+                   {f32({1, 3, 0, 4}, {1, 2, 2}), f32({1, 1, 1}, {3}), f32({0, 0}, {2})}},
+                  "scale must have shape [2]");
 }
 
 }  // namespace

@@ -5,62 +5,17 @@
 #include <string>
 #include <vector>
 
-#include "core/error.h"
 #include "exec/op_info.h"
-#include "support/single_op.h"
+#include "support/op_test_helpers.h"
 
 namespace qforge {
 namespace {
 
-using testing::runSingleOp;
-using testing::SingleOp;
-
-SingleOp makeOp(std::string op_type, int64_t opset, std::vector<at::Tensor> inputs,
-                std::vector<Attribute> attributes = {}, size_t outputs = 1) {
-  SingleOp op;
-  op.op_type = std::move(op_type);
-  op.opset = opset;
-  op.inputs = std::move(inputs);
-  op.attributes = std::move(attributes);
-  op.outputs = outputs;
-  return op;
-}
-
-at::Tensor floats(std::vector<int64_t> shape, std::vector<float> values) {
-  return at::tensor(values, at::kFloat).reshape(shape);
-}
-
-void expectTensor(const at::Tensor& actual, std::vector<int64_t> shape, std::vector<double> values,
-                  double tol = 1e-5) {
-  ASSERT_TRUE(actual.defined());
-  ASSERT_EQ(actual.sizes(), at::IntArrayRef(shape));
-  at::Tensor a = actual.to(at::kDouble).contiguous().reshape({-1});
-  ASSERT_EQ(a.numel(), static_cast<int64_t>(values.size()));
-  for (int64_t i = 0; i < a.numel(); ++i) {
-    EXPECT_NEAR(a[i].item<double>(), values[i], tol) << "element " << i;
-  }
-}
-
-// Runs `op` expecting a qforge::Error that names the node ("op", see single_op.h) and contains
-// `what`.
-void expectNodeError(const SingleOp& op, const std::string& what) {
-  try {
-    runSingleOp(op);
-    ADD_FAILURE() << op.op_type << " did not throw; expected an error containing '" << what << "'";
-  } catch (const Error& e) {
-    const std::string message = e.what();
-    EXPECT_NE(message.find("node 'op' (" + op.op_type + ")"), std::string::npos) << message;
-    EXPECT_NE(message.find(what), std::string::npos) << message;
-  }
-}
-
-Attribute ints(const std::string& name, std::vector<int64_t> v) {
-  return Attribute::makeInts(name, std::move(v));
-}
+using namespace testing;
 
 // 1..16 as a 4x4 image.
 at::Tensor image4x4() {
-  return floats({1, 1, 4, 4}, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16});
+  return f32({1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}, {1, 1, 4, 4});
 }
 
 // --- MaxPool ------------------------------------------------------------------------------------
@@ -69,84 +24,89 @@ TEST(MaxPoolTest, CeilModeKeepsPartialWindows) {
   // Kernel 3, stride 2 over 4: floor mode fits one window, ceil mode two (the second one hangs
   // over the edge but starts inside the input).
   std::vector<Attribute> attrs = {ints("kernel_shape", {3, 3}), ints("strides", {2, 2})};
-  expectTensor(runSingleOp(makeOp("MaxPool", 12, {image4x4()}, attrs))[0], {1, 1, 1, 1}, {11});
+  expectValuesNear(run1({"MaxPool", 12, {image4x4()}, attrs}), {1, 1, 1, 1}, {11});
   attrs.push_back(Attribute::makeInt("ceil_mode", 1));
-  expectTensor(runSingleOp(makeOp("MaxPool", 12, {image4x4()}, attrs))[0], {1, 1, 2, 2},
-               {11, 12, 15, 16});
+  expectValuesNear(run1({"MaxPool", 12, {image4x4()}, attrs}), {1, 1, 2, 2}, {11, 12, 15, 16});
 }
 
 TEST(MaxPoolTest, PadsAreMinusInfinity) {
   // Negative inputs: a zero pad would win every window, -inf never does.
-  const at::Tensor x = floats({1, 1, 3}, {-3, -1, -2});
-  expectTensor(
-      runSingleOp(makeOp("MaxPool", 12, {x}, {ints("kernel_shape", {2}), ints("pads", {1, 1})}))[0],
-      {1, 1, 4}, {-3, -1, -1, -2});
+  const at::Tensor x = f32({-3, -1, -2}, {1, 1, 3});
+  expectValuesNear(run1({"MaxPool", 12, {x}, {ints("kernel_shape", {2}), ints("pads", {1, 1})}}),
+                   {1, 1, 4}, {-3, -1, -1, -2});
 }
 
 TEST(MaxPoolTest, AsymmetricPadsAndSameLower) {
-  const at::Tensor x = floats({1, 1, 4}, {4, 1, 3, 2});
+  const at::Tensor x = f32({4, 1, 3, 2}, {1, 1, 4});
   // Pads (1, 0): windows [-inf 4], [1 3].
-  expectTensor(runSingleOp(makeOp(
-                   "MaxPool", 12, {x},
-                   {ints("kernel_shape", {2}), ints("strides", {2}), ints("pads", {1, 0})}))[0],
-               {1, 1, 2}, {4, 3});
+  expectValuesNear(run1({"MaxPool",
+                         12,
+                         {x},
+                         {ints("kernel_shape", {2}), ints("strides", {2}), ints("pads", {1, 0})}}),
+                   {1, 1, 2}, {4, 3});
   // SAME_LOWER, kernel 2, stride 1: one pad at the start: [-inf 4], [4 1], [1 3], [3 2].
-  expectTensor(runSingleOp(makeOp("MaxPool", 12, {x},
-                                  {ints("kernel_shape", {2}),
-                                   Attribute::makeString("auto_pad", "SAME_LOWER")}))[0],
-               {1, 1, 4}, {4, 4, 3, 3});
+  expectValuesNear(
+      run1({"MaxPool",
+            12,
+            {x},
+            {ints("kernel_shape", {2}), Attribute::makeString("auto_pad", "SAME_LOWER")}}),
+      {1, 1, 4}, {4, 4, 3, 3});
   // SAME_UPPER: the pad goes to the end: [4 1], [1 3], [3 2], [2 -inf].
-  expectTensor(runSingleOp(makeOp("MaxPool", 12, {x},
-                                  {ints("kernel_shape", {2}),
-                                   Attribute::makeString("auto_pad", "SAME_UPPER")}))[0],
-               {1, 1, 4}, {4, 3, 3, 2});
+  expectValuesNear(
+      run1({"MaxPool",
+            12,
+            {x},
+            {ints("kernel_shape", {2}), Attribute::makeString("auto_pad", "SAME_UPPER")}}),
+      {1, 1, 4}, {4, 3, 3, 2});
 }
 
 TEST(MaxPoolTest, Dilations) {
   // Kernel 2 with dilation 2 compares x[i] and x[i + 2].
-  const at::Tensor x = floats({1, 1, 5}, {1, 5, 2, 0, 3});
-  expectTensor(runSingleOp(makeOp("MaxPool", 12, {x},
-                                  {ints("kernel_shape", {2}), ints("dilations", {2})}))[0],
-               {1, 1, 3}, {2, 5, 3});
+  const at::Tensor x = f32({1, 5, 2, 0, 3}, {1, 1, 5});
+  expectValuesNear(run1({"MaxPool", 12, {x}, {ints("kernel_shape", {2}), ints("dilations", {2})}}),
+                   {1, 1, 3}, {2, 5, 3});
 }
 
 TEST(MaxPoolTest, IndicesAreFlatInWholeTensorInBothStorageOrders) {
   // Two channels of 2x3; 2x2 windows at columns 0 and 1.
-  const at::Tensor x = floats({1, 2, 2, 3}, {1, 6, 3, 4, 5, 2,  //
-                                             9, 0, 0, 0, 0, 8});
+  const at::Tensor x = f32({1, 6, 3, 4, 5, 2,  //
+                            9, 0, 0, 0, 0, 8},
+                           {1, 2, 2, 3});
   std::vector<Attribute> attrs = {ints("kernel_shape", {2, 2})};
-  auto row_major = runSingleOp(makeOp("MaxPool", 12, {x}, attrs, 2));
-  expectTensor(row_major[0], {1, 2, 1, 2}, {6, 6, 9, 8});
+  auto row_major = runSingleOp({"MaxPool", 12, {x}, attrs, 2});
+  expectValuesNear(row_major[0], {1, 2, 1, 2}, {6, 6, 9, 8});
   // Channel 0: 6 at (0, 1) twice. Channel 1 (offset 6): 9 at (0, 0), 8 at (1, 2).
   ASSERT_EQ(row_major[1].scalar_type(), at::kLong);
-  expectTensor(row_major[1], {1, 2, 1, 2}, {1, 1, 6 + 0, 6 + 5});
+  expectValuesNear(row_major[1], {1, 2, 1, 2}, {1, 1, 6 + 0, 6 + 5});
   attrs.push_back(Attribute::makeInt("storage_order", 1));
   // Column major inside each plane: h + 2 * w.
-  auto column_major = runSingleOp(makeOp("MaxPool", 12, {x}, attrs, 2));
-  expectTensor(column_major[1], {1, 2, 1, 2}, {2, 2, 6 + 0, 6 + 1 + 2 * 2});
+  auto column_major = runSingleOp({"MaxPool", 12, {x}, attrs, 2});
+  expectValuesNear(column_major[1], {1, 2, 1, 2}, {2, 2, 6 + 0, 6 + 1 + 2 * 2});
 }
 
 TEST(MaxPoolTest, IndicesPointIntoTheUnpaddedInput) {
   // Explicit asymmetric padding must not shift the indices: [-inf 3] -> 0, [1 2] -> 2.
-  const at::Tensor x = floats({1, 1, 3}, {3, 1, 2});
-  auto out = runSingleOp(
-      makeOp("MaxPool", 12, {x},
-             {ints("kernel_shape", {2}), ints("strides", {2}), ints("pads", {1, 0})}, 2));
-  expectTensor(out[0], {1, 1, 2}, {3, 2});
-  expectTensor(out[1], {1, 1, 2}, {0, 2});
+  const at::Tensor x = f32({3, 1, 2}, {1, 1, 3});
+  auto out = runSingleOp({"MaxPool",
+                          12,
+                          {x},
+                          {ints("kernel_shape", {2}), ints("strides", {2}), ints("pads", {1, 0})},
+                          2});
+  expectValuesNear(out[0], {1, 1, 2}, {3, 2});
+  expectValuesNear(out[1], {1, 1, 2}, {0, 2});
 }
 
 TEST(MaxPoolTest, Uint8KeepsItsType) {
   at::Tensor x = at::tensor(std::vector<uint8_t>{200, 7, 255, 1}, at::kByte).reshape({1, 1, 2, 2});
-  at::Tensor y = runSingleOp(makeOp("MaxPool", 12, {x}, {ints("kernel_shape", {1, 2})}))[0];
+  at::Tensor y = run1({"MaxPool", 12, {x}, {ints("kernel_shape", {1, 2})}});
   EXPECT_EQ(y.scalar_type(), at::kByte);
-  expectTensor(y, {1, 1, 2, 1}, {200, 255});
+  expectValuesNear(y, {1, 1, 2, 1}, {200, 255});
 }
 
 TEST(MaxPoolTest, ThreeDimensional) {
-  at::Tensor x = floats({1, 1, 2, 2, 2}, {1, 8, 3, 4, 5, 6, 7, 2});
-  expectTensor(runSingleOp(makeOp("MaxPool", 12, {x}, {ints("kernel_shape", {2, 2, 1})}))[0],
-               {1, 1, 1, 1, 2}, {7, 8});
+  at::Tensor x = f32({1, 8, 3, 4, 5, 6, 7, 2}, {1, 1, 2, 2, 2});
+  expectValuesNear(run1({"MaxPool", 12, {x}, {ints("kernel_shape", {2, 2, 1})}}), {1, 1, 1, 1, 2},
+                   {7, 8});
 }
 
 TEST(MaxPoolTest, OpInfoMovesDataOnly) {
@@ -159,89 +119,95 @@ TEST(MaxPoolTest, OpInfoMovesDataOnly) {
 }
 
 TEST(MaxPoolTest, BadAttributesNameNode) {
-  expectNodeError(makeOp("MaxPool", 12, {image4x4()}), "'kernel_shape' is missing");
-  expectNodeError(makeOp("MaxPool", 12, {image4x4()},
-                         {ints("kernel_shape", {2, 2}), Attribute::makeString("auto_pad", "same")}),
+  expectNodeError({"MaxPool", 12, {image4x4()}}, "'kernel_shape' is missing");
+  expectNodeError({"MaxPool",
+                   12,
+                   {image4x4()},
+                   {ints("kernel_shape", {2, 2}), Attribute::makeString("auto_pad", "same")}},
                   "auto_pad 'same'");
-  expectNodeError(makeOp("MaxPool", 12, {image4x4()},
-                         {ints("kernel_shape", {2, 2}), Attribute::makeInt("storage_order", 2)}),
+  expectNodeError({"MaxPool",
+                   12,
+                   {image4x4()},
+                   {ints("kernel_shape", {2, 2}), Attribute::makeInt("storage_order", 2)}},
                   "storage_order");
-  expectNodeError(makeOp("MaxPool", 12, {image4x4()}, {ints("kernel_shape", {2})}), "spatial dims");
-  expectNodeError(
-      makeOp("MaxPool", 12, {floats({2, 2}, {1, 2, 3, 4})}, {ints("kernel_shape", {2})}), "rank 2");
+  expectNodeError({"MaxPool", 12, {image4x4()}, {ints("kernel_shape", {2})}}, "spatial dims");
+  expectNodeError({"MaxPool", 12, {f32({1, 2, 3, 4}, {2, 2})}, {ints("kernel_shape", {2})}},
+                  "rank 2");
 }
 
 // --- AveragePool --------------------------------------------------------------------------------
 
 TEST(AveragePoolTest, CountIncludePadWithAsymmetricPads1d) {
   // Kernel 3, stride 2, pads (2, 1) over [1 2 3 4]: windows {p p 1}, {1 2 3}, {3 4 p}.
-  const at::Tensor x = floats({1, 1, 4}, {1, 2, 3, 4});
+  const at::Tensor x = f32({1, 2, 3, 4}, {1, 1, 4});
   std::vector<Attribute> attrs = {ints("kernel_shape", {3}), ints("strides", {2}),
                                   ints("pads", {2, 1})};
-  expectTensor(runSingleOp(makeOp("AveragePool", 11, {x}, attrs))[0], {1, 1, 3}, {1.0, 2.0, 3.5});
+  expectValuesNear(run1({"AveragePool", 11, {x}, attrs}), {1, 1, 3}, {1.0, 2.0, 3.5});
   attrs.push_back(Attribute::makeInt("count_include_pad", 1));
-  expectTensor(runSingleOp(makeOp("AveragePool", 11, {x}, attrs))[0], {1, 1, 3},
-               {1.0 / 3, 2.0, 7.0 / 3});
+  expectValuesNear(run1({"AveragePool", 11, {x}, attrs}), {1, 1, 3}, {1.0 / 3, 2.0, 7.0 / 3});
 }
 
 TEST(AveragePoolTest, CountIncludePadWithAsymmetricPads2d) {
   // Pads top 1, left 0, bottom 0, right 1 around [[1 2] [3 4]], 2x2 windows, stride 1.
-  const at::Tensor x = floats({1, 1, 2, 2}, {1, 2, 3, 4});
+  const at::Tensor x = f32({1, 2, 3, 4}, {1, 1, 2, 2});
   std::vector<Attribute> attrs = {ints("kernel_shape", {2, 2}), ints("pads", {1, 0, 0, 1})};
   // Windows hold {1 2}, {2}, {1 2 3 4}, {2 4} of the input.
-  expectTensor(runSingleOp(makeOp("AveragePool", 11, {x}, attrs))[0], {1, 1, 2, 2},
-               {1.5, 2, 2.5, 3});
+  expectValuesNear(run1({"AveragePool", 11, {x}, attrs}), {1, 1, 2, 2}, {1.5, 2, 2.5, 3});
   attrs.push_back(Attribute::makeInt("count_include_pad", 1));
-  expectTensor(runSingleOp(makeOp("AveragePool", 11, {x}, attrs))[0], {1, 1, 2, 2},
-               {3.0 / 4, 2.0 / 4, 10.0 / 4, 6.0 / 4});
+  expectValuesNear(run1({"AveragePool", 11, {x}, attrs}), {1, 1, 2, 2},
+                   {3.0 / 4, 2.0 / 4, 10.0 / 4, 6.0 / 4});
 }
 
 TEST(AveragePoolTest, CeilModeOverhangIsNeverCounted) {
   // Kernel 3, stride 2, pads (1, 0), ceil over [1 2 3 4 5]: {p 1 2}, {2 3 4}, {4 5 overhang}.
-  const at::Tensor x = floats({1, 1, 5}, {1, 2, 3, 4, 5});
+  const at::Tensor x = f32({1, 2, 3, 4, 5}, {1, 1, 5});
   std::vector<Attribute> attrs = {ints("kernel_shape", {3}), ints("strides", {2}),
                                   ints("pads", {1, 0}), Attribute::makeInt("ceil_mode", 1)};
-  expectTensor(runSingleOp(makeOp("AveragePool", 11, {x}, attrs))[0], {1, 1, 3}, {1.5, 3, 4.5});
+  expectValuesNear(run1({"AveragePool", 11, {x}, attrs}), {1, 1, 3}, {1.5, 3, 4.5});
   attrs.push_back(Attribute::makeInt("count_include_pad", 1));
-  expectTensor(runSingleOp(makeOp("AveragePool", 11, {x}, attrs))[0], {1, 1, 3}, {1, 3, 4.5});
+  expectValuesNear(run1({"AveragePool", 11, {x}, attrs}), {1, 1, 3}, {1, 3, 4.5});
 }
 
 TEST(AveragePoolTest, SymmetricPadsCeilMode2d) {
   // 2x2 windows, stride 2, pad 1 on each side of 1..16, ceil mode: 3x3 outputs.
   std::vector<Attribute> attrs = {ints("kernel_shape", {2, 2}), ints("strides", {2, 2}),
                                   ints("pads", {1, 1, 1, 1}), Attribute::makeInt("ceil_mode", 1)};
-  expectTensor(runSingleOp(makeOp("AveragePool", 11, {image4x4()}, attrs))[0], {1, 1, 3, 3},
-               {1, 2.5, 4, 7, 8.5, 10, 13, 14.5, 16});
+  expectValuesNear(run1({"AveragePool", 11, {image4x4()}, attrs}), {1, 1, 3, 3},
+                   {1, 2.5, 4, 7, 8.5, 10, 13, 14.5, 16});
 }
 
 TEST(AveragePoolTest, DefaultsWithoutPads) {
-  expectTensor(runSingleOp(makeOp("AveragePool", 7, {image4x4()},
-                                  {ints("kernel_shape", {2, 2}), ints("strides", {2, 2})}))[0],
-               {1, 1, 2, 2}, {3.5, 5.5, 11.5, 13.5});
+  expectValuesNear(run1({"AveragePool",
+                         7,
+                         {image4x4()},
+                         {ints("kernel_shape", {2, 2}), ints("strides", {2, 2})}}),
+                   {1, 1, 2, 2}, {3.5, 5.5, 11.5, 13.5});
 }
 
 TEST(AveragePoolTest, BadAttributesNameNode) {
   expectNodeError(
-      makeOp("AveragePool", 11, {image4x4()}, {ints("kernel_shape", {2, 2}), ints("pads", {1, 1})}),
+      {"AveragePool", 11, {image4x4()}, {ints("kernel_shape", {2, 2}), ints("pads", {1, 1})}},
       "pads must have 2 x 2 entries");
-  expectNodeError(makeOp("AveragePool", 11, {image4x4()},
-                         {ints("kernel_shape", {2, 2}), Attribute::makeString("auto_pad", "BOTH")}),
+  expectNodeError({"AveragePool",
+                   11,
+                   {image4x4()},
+                   {ints("kernel_shape", {2, 2}), Attribute::makeString("auto_pad", "BOTH")}},
                   "auto_pad 'BOTH'");
 }
 
 // --- Global pools -------------------------------------------------------------------------------
 
 TEST(GlobalPoolTest, AverageAndMaxPerChannel) {
-  const at::Tensor x = floats({1, 2, 2, 2}, {1, 2, 3, 6, -1, -5, -2, -4});
-  expectTensor(runSingleOp(makeOp("GlobalAveragePool", 1, {x}))[0], {1, 2, 1, 1}, {3, -3});
-  expectTensor(runSingleOp(makeOp("GlobalMaxPool", 1, {x}))[0], {1, 2, 1, 1}, {6, -1});
-  const at::Tensor x1d = floats({2, 1, 3}, {1, 2, 6, 0, 0, 3});
-  expectTensor(runSingleOp(makeOp("GlobalAveragePool", 1, {x1d}))[0], {2, 1, 1}, {3, 1});
+  const at::Tensor x = f32({1, 2, 3, 6, -1, -5, -2, -4}, {1, 2, 2, 2});
+  expectValuesNear(run1({"GlobalAveragePool", 1, {x}}), {1, 2, 1, 1}, {3, -3});
+  expectValuesNear(run1({"GlobalMaxPool", 1, {x}}), {1, 2, 1, 1}, {6, -1});
+  const at::Tensor x1d = f32({1, 2, 6, 0, 0, 3}, {2, 1, 3});
+  expectValuesNear(run1({"GlobalAveragePool", 1, {x1d}}), {2, 1, 1}, {3, 1});
 }
 
 TEST(GlobalPoolTest, RankTooSmallNamesNode) {
-  expectNodeError(makeOp("GlobalAveragePool", 1, {floats({2, 2}, {1, 2, 3, 4})}), "rank >= 3");
-  expectNodeError(makeOp("GlobalMaxPool", 1, {floats({2, 2}, {1, 2, 3, 4})}), "rank >= 3");
+  expectNodeError({"GlobalAveragePool", 1, {f32({1, 2, 3, 4}, {2, 2})}}, "rank >= 3");
+  expectNodeError({"GlobalMaxPool", 1, {f32({1, 2, 3, 4}, {2, 2})}}, "rank >= 3");
 }
 
 }  // namespace

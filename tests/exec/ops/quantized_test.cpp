@@ -4,33 +4,28 @@
 #include <gtest/gtest.h>
 
 #include <limits>
-#include <sstream>
 #include <string>
 #include <vector>
 
-#include "core/error.h"
-#include "support/single_op.h"
+#include "support/op_test_helpers.h"
 
 namespace qforge {
 namespace {
 
-using testing::runSingleOp;
-using testing::SingleOp;
+using namespace testing;
 
-at::Tensor ints(const std::vector<int64_t>& values, at::IntArrayRef shape, at::ScalarType type) {
+at::Tensor intTensor(const std::vector<int64_t>& values, at::IntArrayRef shape,
+                     at::ScalarType type) {
   return at::tensor(values, at::kLong).reshape(shape).to(type);
 }
 at::Tensor u8(const std::vector<int64_t>& values, at::IntArrayRef shape) {
-  return ints(values, shape, at::kByte);
+  return intTensor(values, shape, at::kByte);
 }
 at::Tensor i8(const std::vector<int64_t>& values, at::IntArrayRef shape) {
-  return ints(values, shape, at::kChar);
+  return intTensor(values, shape, at::kChar);
 }
 at::Tensor i32(const std::vector<int64_t>& values, at::IntArrayRef shape) {
-  return ints(values, shape, at::kInt);
-}
-at::Tensor f32(const std::vector<float>& values, at::IntArrayRef shape) {
-  return at::tensor(values, at::kFloat).reshape(shape);
+  return intTensor(values, shape, at::kInt);
 }
 at::Tensor scalarF32(float v) {
   return at::scalar_tensor(v, at::kFloat);
@@ -42,60 +37,21 @@ at::Tensor scalarI8(int64_t v) {
   return at::scalar_tensor(v, at::kLong).to(at::kChar);
 }
 
-std::string describe(const at::Tensor& t) {
-  std::ostringstream out;
-  out << c10::toString(t.scalar_type()) << " " << t.sizes() << "\n" << t;
-  return out.str();
-}
-
-void expectSame(const at::Tensor& actual, const at::Tensor& expected) {
-  ASSERT_TRUE(actual.defined());
-  EXPECT_EQ(actual.scalar_type(), expected.scalar_type());
-  ASSERT_EQ(actual.sizes(), expected.sizes()) << describe(actual);
-  EXPECT_TRUE(at::equal(actual.to(expected.scalar_type()), expected))
-      << "actual:\n"
-      << describe(actual) << "\nexpected:\n"
-      << describe(expected);
-}
-
-at::Tensor run1(const std::string& op_type, std::vector<at::Tensor> inputs,
-                std::vector<Attribute> attributes = {}, int64_t opset = 13) {
-  SingleOp op;
-  op.op_type = op_type;
-  op.opset = opset;
-  op.inputs = std::move(inputs);
-  op.attributes = std::move(attributes);
-  return runSingleOp(op).at(0);
-}
-
-// Expects a qforge::Error whose message names the node and contains `fragment`.
-void expectErrorNaming(const std::string& op_type, std::vector<at::Tensor> inputs,
-                       const std::string& fragment, std::vector<Attribute> attributes = {},
-                       int64_t opset = 13) {
-  try {
-    run1(op_type, std::move(inputs), std::move(attributes), opset);
-    FAIL() << op_type << ": expected a qforge::Error containing '" << fragment << "'";
-  } catch (const Error& e) {
-    const std::string what = e.what();
-    EXPECT_NE(what.find("node 'op' (" + op_type + ")"), std::string::npos) << what;
-    EXPECT_NE(what.find(fragment), std::string::npos) << what;
-  }
-}
-
 // ---------------------------------------------------------------- QuantizeLinear
 
 TEST(QuantizeLinearTest, TiesRoundToEven) {
   // x / 2 = 0.5, 1.5, 2.5, -0.5, -2.5 -> 0, 2, 2, 0, -2 (half to even, not half away from 0).
   const at::Tensor x = f32({1, 3, 5, -1, -5}, {5});
-  expectSame(run1("QuantizeLinear", {x, scalarF32(2), scalarU8(128)}),
-             u8({128, 130, 130, 128, 126}, {5}));
-  expectSame(run1("QuantizeLinear", {x, scalarF32(2), scalarI8(0)}), i8({0, 2, 2, 0, -2}, {5}));
+  expectTensorEqual(run1({"QuantizeLinear", 13, {x, scalarF32(2), scalarU8(128)}}),
+                    u8({128, 130, 130, 128, 126}, {5}));
+  expectTensorEqual(run1({"QuantizeLinear", 13, {x, scalarF32(2), scalarI8(0)}}),
+                    i8({0, 2, 2, 0, -2}, {5}));
 }
 
 TEST(QuantizeLinearTest, OmittedZeroPointMeansUint8Zero) {
   // 7 / 2 = 3.5 -> 4; -4 / 2 = -2 -> saturates at 0.
-  const at::Tensor y = run1("QuantizeLinear", {f32({7, -4, 600}, {3}), scalarF32(2)});
-  expectSame(y, u8({4, 0, 255}, {3}));
+  const at::Tensor y = run1({"QuantizeLinear", 13, {f32({7, -4, 600}, {3}), scalarF32(2)}});
+  expectTensorEqual(y, u8({4, 0, 255}, {3}));
 }
 
 TEST(QuantizeLinearTest, SaturatesUint8AtBothEnds) {
@@ -103,8 +59,8 @@ TEST(QuantizeLinearTest, SaturatesUint8AtBothEnds) {
   // -10.5 -> -10 (tie) -> 0; -11 -> -1 -> 0; +inf -> 255; -inf -> 0.
   const float inf = std::numeric_limits<float>::infinity();
   const at::Tensor x = f32({300, -20, 244.5f, -10.5f, -11, inf, -inf}, {7});
-  expectSame(run1("QuantizeLinear", {x, scalarF32(1), scalarU8(10)}),
-             u8({255, 0, 254, 0, 0, 255, 0}, {7}));
+  expectTensorEqual(run1({"QuantizeLinear", 13, {x, scalarF32(1), scalarU8(10)}}),
+                    u8({255, 0, 254, 0, 0, 255, 0}, {7}));
 }
 
 TEST(QuantizeLinearTest, SaturatesInt8AtBothEnds) {
@@ -112,8 +68,8 @@ TEST(QuantizeLinearTest, SaturatesInt8AtBothEnds) {
   // -> -129 -> -128; -124.5 -> -124 (tie) -> -127; +inf -> 127; -inf -> -128.
   const float inf = std::numeric_limits<float>::infinity();
   const at::Tensor x = f32({200, -200, 130, -125.5f, -124.5f, inf, -inf}, {7});
-  expectSame(run1("QuantizeLinear", {x, scalarF32(1), scalarI8(-3)}),
-             i8({127, -128, 127, -128, -127, 127, -128}, {7}));
+  expectTensorEqual(run1({"QuantizeLinear", 13, {x, scalarF32(1), scalarI8(-3)}}),
+                    i8({127, -128, 127, -128, -127, 127, -128}, {7}));
 }
 
 TEST(QuantizeLinearTest, PerAxisOnAxis1) {
@@ -122,15 +78,17 @@ TEST(QuantizeLinearTest, PerAxisOnAxis1) {
   // c1: 5/4 = 1.25 -> 1 -> 0;  7/4 = 1.75 -> 2 -> 1
   // c2: -8/8 = -1 -> -1;  12/8 = 1.5 -> 2 -> 2
   const at::Tensor x = f32({2, -3, 5, 7, -8, 12}, {1, 3, 2});
-  const at::Tensor y = run1("QuantizeLinear", {x, f32({2, 4, 8}, {3}), i8({1, -1, 0}, {3})},
-                            {Attribute::makeInt("axis", 1)});
-  expectSame(y, i8({2, -1, 0, 1, -1, 2}, {1, 3, 2}));
+  const at::Tensor y = run1({"QuantizeLinear",
+                             13,
+                             {x, f32({2, 4, 8}, {3}), i8({1, -1, 0}, {3})},
+                             {Attribute::makeInt("axis", 1)}});
+  expectTensorEqual(y, i8({2, -1, 0, 1, -1, 2}, {1, 3, 2}));
 }
 
 TEST(QuantizeLinearTest, PerAxisDefaultsToAxis1) {
   const at::Tensor x = f32({2, -3, 5, 7, -8, 12}, {1, 3, 2});
-  const at::Tensor y = run1("QuantizeLinear", {x, f32({2, 4, 8}, {3}), i8({1, -1, 0}, {3})});
-  expectSame(y, i8({2, -1, 0, 1, -1, 2}, {1, 3, 2}));
+  const at::Tensor y = run1({"QuantizeLinear", 13, {x, f32({2, 4, 8}, {3}), i8({1, -1, 0}, {3})}});
+  expectTensorEqual(y, i8({2, -1, 0, 1, -1, 2}, {1, 3, 2}));
 }
 
 TEST(QuantizeLinearTest, PerAxisOnNegativeAxis) {
@@ -138,46 +96,52 @@ TEST(QuantizeLinearTest, PerAxisOnNegativeAxis) {
   // [10, 10]:  10/4 = 2.5 -> 2 -> 5;   10/20 = 0.5 -> 0 -> 7
   // [-10, 30]: -10/4 = -2.5 -> -2 -> 1; 30/20 = 1.5 -> 2 -> 9
   const at::Tensor x = f32({10, 10, -10, 30}, {2, 2});
-  const at::Tensor y = run1("QuantizeLinear", {x, f32({4, 20}, {2}), u8({3, 7}, {2})},
-                            {Attribute::makeInt("axis", -1)});
-  expectSame(y, u8({5, 7, 1, 9}, {2, 2}));
+  const at::Tensor y = run1({"QuantizeLinear",
+                             13,
+                             {x, f32({4, 20}, {2}), u8({3, 7}, {2})},
+                             {Attribute::makeInt("axis", -1)}});
+  expectTensorEqual(y, u8({5, 7, 1, 9}, {2, 2}));
 }
 
 TEST(QuantizeLinearTest, Opset10PerTensor) {
   // 5 / 2 = 2.5 -> 2 (tie) + 1 = 3.
-  expectSame(run1("QuantizeLinear", {f32({5}, {1}), scalarF32(2), scalarU8(1)}, {}, 10),
-             u8({3}, {1}));
+  expectTensorEqual(run1({"QuantizeLinear", 10, {f32({5}, {1}), scalarF32(2), scalarU8(1)}, {}}),
+                    u8({3}, {1}));
 }
 
 TEST(QuantizeLinearTest, Int32Input) {
   // 7 / 2 = 3.5 -> 4; -1000 / 2 = -500 -> -128.
-  expectSame(run1("QuantizeLinear", {i32({7, -1000}, {2}), scalarF32(2), scalarI8(0)}),
-             i8({4, -128}, {2}));
+  expectTensorEqual(run1({"QuantizeLinear", 13, {i32({7, -1000}, {2}), scalarF32(2), scalarI8(0)}}),
+                    i8({4, -128}, {2}));
 }
 
 TEST(QuantizeLinearTest, ScaleLengthMustMatchAxisSize) {
-  expectErrorNaming("QuantizeLinear", {at::zeros({2, 3}), f32({1, 2}, {2}), u8({0, 0}, {2})},
-                    "y_scale has 2 elements but axis 1 of x has size 3");
+  expectNodeError({"QuantizeLinear", 13, {at::zeros({2, 3}), f32({1, 2}, {2}), u8({0, 0}, {2})}},
+                  "y_scale has 2 elements but axis 1 of x has size 3");
 }
 
 TEST(QuantizeLinearTest, ZeroPointShapeMustMatchScale) {
-  expectErrorNaming("QuantizeLinear", {at::zeros({2, 3}), f32({1, 2, 3}, {3}), u8({0, 0}, {2})},
-                    "y_zero_point has shape [2] but y_scale has shape [3]");
+  expectNodeError({"QuantizeLinear", 13, {at::zeros({2, 3}), f32({1, 2, 3}, {3}), u8({0, 0}, {2})}},
+                  "y_zero_point has shape [2] but y_scale has shape [3]");
 }
 
 TEST(QuantizeLinearTest, ZeroPointMustBe8Bit) {
-  expectErrorNaming("QuantizeLinear", {at::zeros({2}), scalarF32(1), i32({0}, {1})},
-                    "y_zero_point must be uint8 or int8");
+  expectNodeError({"QuantizeLinear", 13, {at::zeros({2}), scalarF32(1), i32({0}, {1})}},
+                  "y_zero_point must be uint8 or int8");
 }
 
 TEST(QuantizeLinearTest, Opset10RejectsPerAxisScale) {
-  expectErrorNaming("QuantizeLinear", {at::zeros({2, 3}), f32({1, 2, 3}, {3}), u8({0, 0, 0}, {3})},
-                    "must be a scalar before opset 13", {}, 10);
+  expectNodeError(
+      {"QuantizeLinear", 10, {at::zeros({2, 3}), f32({1, 2, 3}, {3}), u8({0, 0, 0}, {3})}, {}},
+      "must be a scalar before opset 13");
 }
 
 TEST(QuantizeLinearTest, AxisOutOfRange) {
-  expectErrorNaming("QuantizeLinear", {at::zeros({2, 3}), f32({1, 2, 3}, {3}), u8({0, 0, 0}, {3})},
-                    "axis 2 is out of range", {Attribute::makeInt("axis", 2)});
+  expectNodeError({"QuantizeLinear",
+                   13,
+                   {at::zeros({2, 3}), f32({1, 2, 3}, {3}), u8({0, 0, 0}, {3})},
+                   {Attribute::makeInt("axis", 2)}},
+                  "axis 2 is out of range");
 }
 
 // ---------------------------------------------------------------- DequantizeLinear
@@ -185,42 +149,46 @@ TEST(QuantizeLinearTest, AxisOutOfRange) {
 TEST(DequantizeLinearTest, Int32BiasWithoutZeroPoint) {
   // (x - 0) * 0.25, all exactly representable in float32.
   const at::Tensor x = i32({123456, -7, 0, 1 << 30}, {4});
-  expectSame(run1("DequantizeLinear", {x, scalarF32(0.25f)}),
-             f32({30864.0f, -1.75f, 0.0f, 268435456.0f}, {4}));
+  expectTensorEqual(run1({"DequantizeLinear", 13, {x, scalarF32(0.25f)}}),
+                    f32({30864.0f, -1.75f, 0.0f, 268435456.0f}, {4}));
   // An explicit zero point of 0 is the same thing.
-  expectSame(run1("DequantizeLinear", {x, scalarF32(0.25f), at::zeros({}, at::kInt)}),
-             f32({30864.0f, -1.75f, 0.0f, 268435456.0f}, {4}));
+  expectTensorEqual(run1({"DequantizeLinear", 13, {x, scalarF32(0.25f), at::zeros({}, at::kInt)}}),
+                    f32({30864.0f, -1.75f, 0.0f, 268435456.0f}, {4}));
 }
 
 TEST(DequantizeLinearTest, Int32WithNonzeroZeroPointFails) {
-  expectErrorNaming("DequantizeLinear", {i32({1}, {1}), scalarF32(1), i32({3}, {1})},
-                    "int32 x_zero_point must be 0");
+  expectNodeError({"DequantizeLinear", 13, {i32({1}, {1}), scalarF32(1), i32({3}, {1})}},
+                  "int32 x_zero_point must be 0");
 }
 
 TEST(DequantizeLinearTest, Int8PerTensor) {
   // (x - (-128)) * 0.5: -128 -> 0, 127 -> 127.5, 0 -> 64.
-  expectSame(run1("DequantizeLinear", {i8({-128, 127, 0}, {3}), scalarF32(0.5f), scalarI8(-128)}),
-             f32({0.0f, 127.5f, 64.0f}, {3}));
+  expectTensorEqual(
+      run1({"DequantizeLinear", 13, {i8({-128, 127, 0}, {3}), scalarF32(0.5f), scalarI8(-128)}}),
+      f32({0.0f, 127.5f, 64.0f}, {3}));
 }
 
 TEST(DequantizeLinearTest, PerAxisOnNegativeAxis) {
   // x (2, 2), axis -1: column scales [2, 0.5], zero points [10, 200].
   // [12, 201] -> [(12-10)*2, (201-200)*0.5] = [4, 0.5]; [0, 0] -> [-20, -100].
-  const at::Tensor y = run1("DequantizeLinear",
-                            {u8({12, 201, 0, 0}, {2, 2}), f32({2, 0.5f}, {2}), u8({10, 200}, {2})},
-                            {Attribute::makeInt("axis", -1)});
-  expectSame(y, f32({4.0f, 0.5f, -20.0f, -100.0f}, {2, 2}));
+  const at::Tensor y = run1({"DequantizeLinear",
+                             13,
+                             {u8({12, 201, 0, 0}, {2, 2}), f32({2, 0.5f}, {2}), u8({10, 200}, {2})},
+                             {Attribute::makeInt("axis", -1)}});
+  expectTensorEqual(y, f32({4.0f, 0.5f, -20.0f, -100.0f}, {2, 2}));
 }
 
 TEST(DequantizeLinearTest, ZeroPointTypeMustMatchInput) {
-  expectErrorNaming("DequantizeLinear", {u8({1, 2}, {2}), scalarF32(1), scalarI8(0)},
-                    "x_zero_point is Char but x is Byte; they must have the same type");
+  expectNodeError({"DequantizeLinear", 13, {u8({1, 2}, {2}), scalarF32(1), scalarI8(0)}},
+                  "x_zero_point is Char but x is Byte; they must have the same type");
 }
 
 TEST(DequantizeLinearTest, ScaleLengthMustMatchAxisSize) {
-  expectErrorNaming(
-      "DequantizeLinear", {u8({1, 2, 3, 4, 5, 6}, {2, 3}), f32({1, 2, 3}, {3}), u8({0, 0, 0}, {3})},
-      "x_scale has 3 elements but axis 0 of x has size 2", {Attribute::makeInt("axis", 0)});
+  expectNodeError({"DequantizeLinear",
+                   13,
+                   {u8({1, 2, 3, 4, 5, 6}, {2, 3}), f32({1, 2, 3}, {3}), u8({0, 0, 0}, {3})},
+                   {Attribute::makeInt("axis", 0)}},
+                  "x_scale has 3 elements but axis 0 of x has size 2");
 }
 
 // ---------------------------------------------------------------- QLinearConv
@@ -237,10 +205,11 @@ TEST(QLinearConvTest, PerChannelWeightScalesWithBias) {
   //   channel 1: [7.5, 8; 9, 9.5] -> [8, 8; 9, 10]
   const at::Tensor x = u8({1, 2, 3, 4, 5, 6, 7, 8, 9}, {1, 1, 3, 3});
   const at::Tensor w = i8({1, -1, 2, 0, 3, 1, 1, 1}, {2, 1, 2, 2});
-  const at::Tensor y =
-      run1("QLinearConv", {x, scalarF32(0.5f), scalarU8(2), w, f32({0.25f, 0.125f}, {2}),
-                           i8({0, 1}, {2}), scalarF32(0.25f), scalarU8(10), i32({4, -8}, {2})});
-  expectSame(y, u8({14, 14, 16, 18, 8, 8, 9, 10}, {1, 2, 2, 2}));
+  const at::Tensor y = run1({"QLinearConv",
+                             13,
+                             {x, scalarF32(0.5f), scalarU8(2), w, f32({0.25f, 0.125f}, {2}),
+                              i8({0, 1}, {2}), scalarF32(0.25f), scalarU8(10), i32({4, -8}, {2})}});
+  expectTensorEqual(y, u8({14, 14, 16, 18, 8, 8, 9, 10}, {1, 2, 2, 2}));
 }
 
 TEST(QLinearConvTest, PadsWithZeroPointAndSaturatesInt8) {
@@ -250,11 +219,12 @@ TEST(QLinearConvTest, PadsWithZeroPointAndSaturatesInt8) {
   // Multiplier 1 * 1 / 2 = 0.5, y_zero_point -10 int8: [100-10, 200-10, 0-10] = [90, 127 (sat),
   // -10].
   const at::Tensor y =
-      run1("QLinearConv",
-           {i8({100, -100}, {1, 1, 1, 2}), scalarF32(1), scalarI8(-100), u8({2, 1}, {1, 1, 1, 2}),
-            scalarF32(1), scalarU8(0), scalarF32(2), scalarI8(-10)},
-           {Attribute::makeInts("pads", {0, 1, 0, 1})});
-  expectSame(y, i8({90, 127, -10}, {1, 1, 1, 3}));
+      run1({"QLinearConv",
+            13,
+            {i8({100, -100}, {1, 1, 1, 2}), scalarF32(1), scalarI8(-100), u8({2, 1}, {1, 1, 1, 2}),
+             scalarF32(1), scalarU8(0), scalarF32(2), scalarI8(-10)},
+            {Attribute::makeInts("pads", {0, 1, 0, 1})}});
+  expectTensorEqual(y, i8({90, 127, -10}, {1, 1, 1, 3}));
 }
 
 TEST(QLinearConvTest, AsymmetricSameUpperPaddingStridesAndGroups) {
@@ -263,35 +233,39 @@ TEST(QLinearConvTest, AsymmetricSameUpperPaddingStridesAndGroups) {
   // put at the end. Channel 0 row [1,2,3,pad] -> [1+2, 3+0] = [3, 3]; channel 1 row [4,5,6,pad]
   // -> [9, 6]. Multiplier 1, y_zero_point 0.
   const at::Tensor y =
-      run1("QLinearConv",
-           {u8({1, 2, 3, 4, 5, 6}, {1, 2, 1, 3}), scalarF32(1), scalarU8(0),
-            u8({1, 1, 1, 1}, {2, 1, 1, 2}), scalarF32(1), scalarU8(0), scalarF32(1), scalarU8(0)},
-           {Attribute::makeString("auto_pad", "SAME_UPPER"), Attribute::makeInts("strides", {1, 2}),
-            Attribute::makeInt("group", 2)});
-  expectSame(y, u8({3, 3, 9, 6}, {1, 2, 1, 2}));
+      run1({"QLinearConv",
+            13,
+            {u8({1, 2, 3, 4, 5, 6}, {1, 2, 1, 3}), scalarF32(1), scalarU8(0),
+             u8({1, 1, 1, 1}, {2, 1, 1, 2}), scalarF32(1), scalarU8(0), scalarF32(1), scalarU8(0)},
+            {Attribute::makeString("auto_pad", "SAME_UPPER"),
+             Attribute::makeInts("strides", {1, 2}), Attribute::makeInt("group", 2)}});
+  expectTensorEqual(y, u8({3, 3, 9, 6}, {1, 2, 1, 2}));
 }
 
 TEST(QLinearConvTest, WeightScaleLengthMustMatchOutputChannels) {
-  expectErrorNaming("QLinearConv",
-                    {u8({1, 2, 3, 4}, {1, 1, 2, 2}), scalarF32(1), scalarU8(0),
-                     u8({1, 1, 1, 1, 1, 1, 1, 1}, {2, 1, 2, 2}), f32({1, 1, 1}, {3}),
-                     u8({0, 0, 0}, {3}), scalarF32(1), scalarU8(0)},
-                    "w_scale must be a scalar or have one element per output channel (2)");
+  expectNodeError({"QLinearConv",
+                   13,
+                   {u8({1, 2, 3, 4}, {1, 1, 2, 2}), scalarF32(1), scalarU8(0),
+                    u8({1, 1, 1, 1, 1, 1, 1, 1}, {2, 1, 2, 2}), f32({1, 1, 1}, {3}),
+                    u8({0, 0, 0}, {3}), scalarF32(1), scalarU8(0)}},
+                  "w_scale must be a scalar or have one element per output channel (2)");
 }
 
 TEST(QLinearConvTest, ZeroPointTypeMustMatchInput) {
-  expectErrorNaming(
-      "QLinearConv",
-      {u8({1, 2, 3, 4}, {1, 1, 2, 2}), scalarF32(1), scalarI8(0), u8({1, 1, 1, 1}, {1, 1, 2, 2}),
-       scalarF32(1), scalarU8(0), scalarF32(1), scalarU8(0)},
+  expectNodeError(
+      {"QLinearConv",
+       13,
+       {u8({1, 2, 3, 4}, {1, 1, 2, 2}), scalarF32(1), scalarI8(0), u8({1, 1, 1, 1}, {1, 1, 2, 2}),
+        scalarF32(1), scalarU8(0), scalarF32(1), scalarU8(0)}},
       "x_zero_point is Char but x is Byte");
 }
 
 TEST(QLinearConvTest, BiasMustBeInt32) {
-  expectErrorNaming(
-      "QLinearConv",
-      {u8({1, 2, 3, 4}, {1, 1, 2, 2}), scalarF32(1), scalarU8(0), u8({1, 1, 1, 1}, {1, 1, 2, 2}),
-       scalarF32(1), scalarU8(0), scalarF32(1), scalarU8(0), f32({1}, {1})},
+  expectNodeError(
+      {"QLinearConv",
+       13,
+       {u8({1, 2, 3, 4}, {1, 1, 2, 2}), scalarF32(1), scalarU8(0), u8({1, 1, 1, 1}, {1, 1, 2, 2}),
+        scalarF32(1), scalarU8(0), scalarF32(1), scalarU8(0), f32({1}, {1})}},
       "B must be int32");
 }
 
@@ -301,17 +275,19 @@ TEST(ConvIntegerTest, PerChannelWeightZeroPoint) {
   // x (1,1,2,2) uint8 [[5,6],[7,8]], zero point 5 -> [[0,1],[2,3]].
   // w (2,1,2,2) uint8, zero points [1, 10]: channel 0 [1,2,3,4]-1 = [0,1,2,3] -> 0+1+4+9 = 14;
   // channel 1 [10,10,10,0]-10 = [0,0,0,-10] -> -30.
-  const at::Tensor y = run1(
-      "ConvInteger", {u8({5, 6, 7, 8}, {1, 1, 2, 2}), u8({1, 2, 3, 4, 10, 10, 10, 0}, {2, 1, 2, 2}),
-                      scalarU8(5), u8({1, 10}, {2})});
-  expectSame(y, i32({14, -30}, {1, 2, 1, 1}));
+  const at::Tensor y =
+      run1({"ConvInteger",
+            13,
+            {u8({5, 6, 7, 8}, {1, 1, 2, 2}), u8({1, 2, 3, 4, 10, 10, 10, 0}, {2, 1, 2, 2}),
+             scalarU8(5), u8({1, 10}, {2})}});
+  expectTensorEqual(y, i32({14, -30}, {1, 2, 1, 1}));
 }
 
 TEST(ConvIntegerTest, WithoutZeroPointsInt8Extremes) {
   // 1-D conv: x int8 [-128, -128], w int8 [-128, -128] -> 2 * 16384 = 32768.
   const at::Tensor y =
-      run1("ConvInteger", {i8({-128, -128}, {1, 1, 2}), i8({-128, -128}, {1, 1, 2})});
-  expectSame(y, i32({32768}, {1, 1, 1}));
+      run1({"ConvInteger", 13, {i8({-128, -128}, {1, 1, 2}), i8({-128, -128}, {1, 1, 2})}});
+  expectTensorEqual(y, i32({32768}, {1, 1, 1}));
 }
 
 // ---------------------------------------------------------------- MatMulInteger
@@ -320,39 +296,44 @@ TEST(MatMulIntegerTest, PerRowAndPerColumnZeroPoints) {
   // A [[2,3,4],[5,6,7]] with row zero points [1, 2] -> [[1,2,3],[3,4,5]].
   // B [[4,1],[5,0],[6,2]] with column zero points [3, 0] -> [[1,1],[2,0],[3,2]].
   // A'B' = [[1+4+9, 1+0+6], [3+8+15, 3+0+10]] = [[14, 7], [26, 13]].
-  const at::Tensor y =
-      run1("MatMulInteger", {u8({2, 3, 4, 5, 6, 7}, {2, 3}), u8({4, 1, 5, 0, 6, 2}, {3, 2}),
-                             u8({1, 2}, {2}), u8({3, 0}, {2})});
-  expectSame(y, i32({14, 7, 26, 13}, {2, 2}));
+  const at::Tensor y = run1({"MatMulInteger",
+                             13,
+                             {u8({2, 3, 4, 5, 6, 7}, {2, 3}), u8({4, 1, 5, 0, 6, 2}, {3, 2}),
+                              u8({1, 2}, {2}), u8({3, 0}, {2})}});
+  expectTensorEqual(y, i32({14, 7, 26, 13}, {2, 2}));
 }
 
 TEST(MatMulIntegerTest, NdPerRowZeroPointAndScalarB) {
   // A (2,1,2) batches [[3,4]] and [[3,4]] with zero points [[[1]],[[3]]] (shape [2,1,1] = [D, M,
   // 1]): batch 0 -> [2,3], batch 1 -> [0,1]. B (2,1) = [[1],[2]], zero point 1 -> [[0],[1]].
   // Results: [[3]] and [[1]].
-  const at::Tensor y = run1("MatMulInteger", {u8({3, 4, 3, 4}, {2, 1, 2}), u8({1, 2}, {2, 1}),
-                                              u8({1, 3}, {2, 1, 1}), scalarU8(1)});
-  expectSame(y, i32({3, 1}, {2, 1, 1}));
+  const at::Tensor y =
+      run1({"MatMulInteger",
+            13,
+            {u8({3, 4, 3, 4}, {2, 1, 2}), u8({1, 2}, {2, 1}), u8({1, 3}, {2, 1, 1}), scalarU8(1)}});
+  expectTensorEqual(y, i32({3, 1}, {2, 1, 1}));
 }
 
 TEST(MatMulIntegerTest, Int8ExtremesAndVectors) {
   // 1-D A and B (numpy: a dot product, 0-d result): A [-128, 127] with zero point -1 ->
   // [-127, 128]; B [127, -128] -> -127*127 + 128*(-128) = -16129 - 16384 = -32513.
   const at::Tensor y =
-      run1("MatMulInteger", {i8({-128, 127}, {2}), i8({127, -128}, {2}), scalarI8(-1)});
-  expectSame(y, i32({-32513}, {}));
+      run1({"MatMulInteger", 13, {i8({-128, 127}, {2}), i8({127, -128}, {2}), scalarI8(-1)}});
+  expectTensorEqual(y, i32({-32513}, {}));
 }
 
 TEST(MatMulIntegerTest, ZeroPointLengthMustMatchRows) {
-  expectErrorNaming("MatMulInteger",
-                    {u8({1, 2, 3, 4}, {2, 2}), u8({1, 2, 3, 4}, {2, 2}), u8({1, 2, 3}, {3})},
-                    "a_zero_point of shape [3] is neither a scalar nor per row");
+  expectNodeError({"MatMulInteger",
+                   13,
+                   {u8({1, 2, 3, 4}, {2, 2}), u8({1, 2, 3, 4}, {2, 2}), u8({1, 2, 3}, {3})}},
+                  "a_zero_point of shape [3] is neither a scalar nor per row");
 }
 
 TEST(MatMulIntegerTest, ZeroPointTypeMustMatchInput) {
-  expectErrorNaming("MatMulInteger",
-                    {u8({1, 2, 3, 4}, {2, 2}), u8({1, 2, 3, 4}, {2, 2}), scalarU8(0), scalarI8(0)},
-                    "b_zero_point is Char but B is Byte");
+  expectNodeError({"MatMulInteger",
+                   13,
+                   {u8({1, 2, 3, 4}, {2, 2}), u8({1, 2, 3, 4}, {2, 2}), scalarU8(0), scalarI8(0)}},
+                  "b_zero_point is Char but B is Byte");
 }
 
 // ---------------------------------------------------------------- QLinearMatMul
@@ -363,34 +344,38 @@ TEST(QLinearMatMulTest, PerRowAndPerColumnScales) {
   // acc = a' = [[2,4],[1,1]]; multipliers a_scale[i] * b_scale[j] / y_scale (y_scale 0.5):
   // [[1, 0.5], [2, 1]] -> [[2, 2], [2, 1]] + y_zero_point 3 = [[5, 5], [5, 4]].
   const at::Tensor y =
-      run1("QLinearMatMul",
-           {u8({3, 5, 1, 1}, {2, 2}), f32({1, 2}, {2}), u8({1, 0}, {2}), i8({1, 0, 0, 1}, {2, 2}),
-            f32({0.5f, 0.25f}, {2}), i8({0, 0}, {2}), scalarF32(0.5f), scalarU8(3)});
-  expectSame(y, u8({5, 5, 5, 4}, {2, 2}));
+      run1({"QLinearMatMul",
+            13,
+            {u8({3, 5, 1, 1}, {2, 2}), f32({1, 2}, {2}), u8({1, 0}, {2}), i8({1, 0, 0, 1}, {2, 2}),
+             f32({0.5f, 0.25f}, {2}), i8({0, 0}, {2}), scalarF32(0.5f), scalarU8(3)}});
+  expectTensorEqual(y, u8({5, 5, 5, 4}, {2, 2}));
 }
 
 TEST(QLinearMatMulTest, MultiplierIsFloat32AsInOnnxReference) {
   // acc = -65 * 1. In exact arithmetic -65 * 0.11 * 0.15 / 0.013 = -82.500001..., which would
   // round to -83. ONNX's reference computes the multiplier a_scale * b_scale / y_scale in float32
   // (1.26923072...), giving -82.4999970 -> -82; ONNX Runtime's all-float32 path also gives -82.
-  const at::Tensor y =
-      run1("QLinearMatMul", {i8({-65}, {1, 1}), scalarF32(0.11f), scalarI8(0), i8({1}, {1, 1}),
-                             scalarF32(0.15f), scalarI8(0), scalarF32(0.013f), scalarI8(0)});
-  expectSame(y, i8({-82}, {1, 1}));
+  const at::Tensor y = run1({"QLinearMatMul",
+                             13,
+                             {i8({-65}, {1, 1}), scalarF32(0.11f), scalarI8(0), i8({1}, {1, 1}),
+                              scalarF32(0.15f), scalarI8(0), scalarF32(0.013f), scalarI8(0)}});
+  expectTensorEqual(y, i8({-82}, {1, 1}));
 }
 
 TEST(QLinearMatMulTest, ScaleLengthMustMatchColumns) {
-  expectErrorNaming("QLinearMatMul",
-                    {u8({1, 2, 3, 4}, {2, 2}), scalarF32(1), scalarU8(0), u8({1, 2, 3, 4}, {2, 2}),
-                     f32({1, 1, 1}, {3}), u8({0, 0, 0}, {3}), scalarF32(1), scalarU8(0)},
-                    "b_scale of shape [3] is neither a scalar nor per column");
+  expectNodeError({"QLinearMatMul",
+                   13,
+                   {u8({1, 2, 3, 4}, {2, 2}), scalarF32(1), scalarU8(0), u8({1, 2, 3, 4}, {2, 2}),
+                    f32({1, 1, 1}, {3}), u8({0, 0, 0}, {3}), scalarF32(1), scalarU8(0)}},
+                  "b_scale of shape [3] is neither a scalar nor per column");
 }
 
 TEST(QLinearMatMulTest, ZeroPointTypeMustMatchInput) {
-  expectErrorNaming("QLinearMatMul",
-                    {u8({1, 2, 3, 4}, {2, 2}), scalarF32(1), scalarI8(0), u8({1, 2, 3, 4}, {2, 2}),
-                     scalarF32(1), scalarU8(0), scalarF32(1), scalarU8(0)},
-                    "a_zero_point is Char but a is Byte");
+  expectNodeError({"QLinearMatMul",
+                   13,
+                   {u8({1, 2, 3, 4}, {2, 2}), scalarF32(1), scalarI8(0), u8({1, 2, 3, 4}, {2, 2}),
+                    scalarF32(1), scalarU8(0), scalarF32(1), scalarU8(0)}},
+                  "a_zero_point is Char but a is Byte");
 }
 
 }  // namespace

@@ -3,53 +3,16 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
-#include <functional>
 #include <string>
 #include <vector>
 
-#include "core/error.h"
 #include "exec/op_info.h"
-#include "support/single_op.h"
+#include "support/op_test_helpers.h"
 
 namespace qforge {
 namespace {
 
-using testing::runSingleOp;
-using testing::SingleOp;
-
-SingleOp makeOp(const std::string& op_type, int64_t opset, std::vector<at::Tensor> inputs,
-                std::vector<Attribute> attributes = {}) {
-  SingleOp op;
-  op.op_type = op_type;
-  op.opset = opset;
-  op.inputs = std::move(inputs);
-  op.attributes = std::move(attributes);
-  return op;
-}
-
-at::Tensor run1(const std::string& op_type, int64_t opset, std::vector<at::Tensor> inputs,
-                std::vector<Attribute> attributes = {}) {
-  return runSingleOp(makeOp(op_type, opset, std::move(inputs), std::move(attributes))).at(0);
-}
-
-void expectNodeError(const std::function<void()>& fn, const std::string& part) {
-  try {
-    fn();
-    ADD_FAILURE() << "expected a qforge::Error containing '" << part << "'";
-  } catch (const Error& e) {
-    const std::string what = e.what();
-    EXPECT_NE(what.find("node 'op'"), std::string::npos) << what;
-    EXPECT_NE(what.find(part), std::string::npos) << what;
-  }
-}
-
-void expectTensorEq(const at::Tensor& actual, const at::Tensor& expected) {
-  ASSERT_EQ(actual.scalar_type(), expected.scalar_type());
-  ASSERT_EQ(actual.sizes(), expected.sizes());
-  EXPECT_TRUE(at::allclose(actual, expected)) << "actual:\n"
-                                              << actual << "\nexpected:\n"
-                                              << expected;
-}
+using namespace testing;
 
 // [[[1, 2, 3], [4, 5, 6]], [[7, 8, 9], [10, 11, 12]]]
 at::Tensor cube() {
@@ -76,88 +39,88 @@ TEST(ReductionOpsTest, RegisteredFormsPerOpset) {
 }
 
 TEST(ReductionOpsTest, ReduceSumOpset13TakesAxesInput) {
-  expectTensorEq(run1("ReduceSum", 13, {cube(), axes({-1})}, {Attribute::makeInt("keepdims", 0)}),
-                 at::tensor({6.f, 15.f, 24.f, 33.f}).reshape({2, 2}));
-  expectTensorEq(run1("ReduceSum", 13, {cube(), axes({0, 2})}),
-                 at::tensor({30.f, 48.f}).reshape({1, 2, 1}));
+  expectTensorEqual(
+      run1({"ReduceSum", 13, {cube(), axes({-1})}, {Attribute::makeInt("keepdims", 0)}}),
+      at::tensor({6.f, 15.f, 24.f, 33.f}).reshape({2, 2}));
+  expectTensorEqual(run1({"ReduceSum", 13, {cube(), axes({0, 2})}}),
+                    at::tensor({30.f, 48.f}).reshape({1, 2, 1}));
 }
 
 TEST(ReductionOpsTest, ReduceSumOpset11TakesAxesAttribute) {
-  expectTensorEq(run1("ReduceSum", 11, {cube()}, {Attribute::makeInts("axes", {1})}),
-                 at::tensor({5.f, 7.f, 9.f, 17.f, 19.f, 21.f}).reshape({2, 1, 3}));
+  expectTensorEqual(run1({"ReduceSum", 11, {cube()}, {Attribute::makeInts("axes", {1})}}),
+                    at::tensor({5.f, 7.f, 9.f, 17.f, 19.f, 21.f}).reshape({2, 1, 3}));
 }
 
 TEST(ReductionOpsTest, ReduceSumEmptyAxesIsAllOrNothing) {
   // Empty axes with noop_with_empty_axes = 1: the input passes through.
-  expectTensorEq(
-      run1("ReduceSum", 13, {cube(), axes({})}, {Attribute::makeInt("noop_with_empty_axes", 1)}),
+  expectTensorEqual(
+      run1({"ReduceSum", 13, {cube(), axes({})}, {Attribute::makeInt("noop_with_empty_axes", 1)}}),
       cube());
   // Omitted axes, default noop_with_empty_axes = 0: reduce over everything.
-  expectTensorEq(run1("ReduceSum", 13, {cube()}), at::tensor({78.f}).reshape({1, 1, 1}));
-  expectTensorEq(run1("ReduceSum", 13, {cube(), axes({})}, {Attribute::makeInt("keepdims", 0)}),
-                 at::scalar_tensor(78.f));
+  expectTensorEqual(run1({"ReduceSum", 13, {cube()}}), at::tensor({78.f}).reshape({1, 1, 1}));
+  expectTensorEqual(
+      run1({"ReduceSum", 13, {cube(), axes({})}, {Attribute::makeInt("keepdims", 0)}}),
+      at::scalar_tensor(78.f));
 }
 
 TEST(ReductionOpsTest, ReduceSumKeepsIntegerType) {
   at::Tensor x = at::tensor({100, 100, 100, 1}, at::kInt).reshape({2, 2});
-  expectTensorEq(run1("ReduceSum", 13, {x, axes({1})}, {Attribute::makeInt("keepdims", 0)}),
-                 at::tensor({200, 101}, at::kInt));
+  expectTensorEqual(run1({"ReduceSum", 13, {x, axes({1})}, {Attribute::makeInt("keepdims", 0)}}),
+                    at::tensor({200, 101}, at::kInt));
 }
 
 TEST(ReductionOpsTest, ReduceMeanOnFloatsAndIntegers) {
-  expectTensorEq(run1("ReduceMean", 13, {cube()}, {Attribute::makeInts("axes", {0, -1})}),
-                 at::tensor({5.f, 8.f}).reshape({1, 2, 1}));
+  expectTensorEqual(run1({"ReduceMean", 13, {cube()}, {Attribute::makeInts("axes", {0, -1})}}),
+                    at::tensor({5.f, 8.f}).reshape({1, 2, 1}));
   // Integer mean truncates: (1 + 2) / 2 = 1, (-3 - 4) / 2 = -3.
   at::Tensor x = at::tensor({1, 2, -3, -4}, at::kLong).reshape({2, 2});
-  expectTensorEq(run1("ReduceMean", 13, {x},
-                      {Attribute::makeInts("axes", {1}), Attribute::makeInt("keepdims", 0)}),
-                 at::tensor({1, -3}, at::kLong));
+  expectTensorEqual(run1({"ReduceMean",
+                          13,
+                          {x},
+                          {Attribute::makeInts("axes", {1}), Attribute::makeInt("keepdims", 0)}}),
+                    at::tensor({1, -3}, at::kLong));
 }
 
 TEST(ReductionOpsTest, ReduceMeanOpset18TakesAxesInput) {
-  expectTensorEq(
-      run1("ReduceMean", 18, {cube(), axes({1, 2})}, {Attribute::makeInt("keepdims", 0)}),
+  expectTensorEqual(
+      run1({"ReduceMean", 18, {cube(), axes({1, 2})}, {Attribute::makeInt("keepdims", 0)}}),
       at::tensor({3.5f, 9.5f}));
-  expectTensorEq(
-      run1("ReduceMean", 18, {cube(), axes({})}, {Attribute::makeInt("noop_with_empty_axes", 1)}),
+  expectTensorEqual(
+      run1({"ReduceMean", 18, {cube(), axes({})}, {Attribute::makeInt("noop_with_empty_axes", 1)}}),
       cube());
 }
 
 TEST(ReductionOpsTest, ReduceMaxMinWithAndWithoutAxes) {
   at::Tensor x = at::tensor({3.f, -1.f, 7.f, 2.f, 9.f, -5.f}).reshape({2, 3});
-  expectTensorEq(run1("ReduceMax", 17, {x}, {Attribute::makeInts("axes", {1})}),
-                 at::tensor({7.f, 9.f}).reshape({2, 1}));
-  expectTensorEq(run1("ReduceMin", 17, {x},
-                      {Attribute::makeInts("axes", {-2}), Attribute::makeInt("keepdims", 0)}),
-                 at::tensor({2.f, -1.f, -5.f}));
+  expectTensorEqual(run1({"ReduceMax", 17, {x}, {Attribute::makeInts("axes", {1})}}),
+                    at::tensor({7.f, 9.f}).reshape({2, 1}));
+  expectTensorEqual(run1({"ReduceMin",
+                          17,
+                          {x},
+                          {Attribute::makeInts("axes", {-2}), Attribute::makeInt("keepdims", 0)}}),
+                    at::tensor({2.f, -1.f, -5.f}));
   // No axes attribute: all axes.
-  expectTensorEq(run1("ReduceMax", 13, {x}, {Attribute::makeInt("keepdims", 0)}),
-                 at::scalar_tensor(9.f));
-  expectTensorEq(run1("ReduceMin", 11, {x}), at::tensor({-5.f}).reshape({1, 1}));
+  expectTensorEqual(run1({"ReduceMax", 13, {x}, {Attribute::makeInt("keepdims", 0)}}),
+                    at::scalar_tensor(9.f));
+  expectTensorEqual(run1({"ReduceMin", 11, {x}}), at::tensor({-5.f}).reshape({1, 1}));
   at::Tensor bytes = at::tensor({3, 250, 7}, at::kByte);
-  expectTensorEq(run1("ReduceMax", 12, {bytes}), at::tensor({250}, at::kByte));
+  expectTensorEqual(run1({"ReduceMax", 12, {bytes}}), at::tensor({250}, at::kByte));
 }
 
 TEST(ReductionOpsTest, AxisOutOfRangeNamesTheNode) {
-  expectNodeError([] { run1("ReduceMean", 13, {cube()}, {Attribute::makeInts("axes", {3})}); },
+  expectNodeError({"ReduceMean", 13, {cube()}, {Attribute::makeInts("axes", {3})}},
                   "axis 3 is out of range");
-  expectNodeError([] { run1("ReduceSum", 13, {cube(), axes({-4})}); }, "axis -4 is out of range");
+  expectNodeError({"ReduceSum", 13, {cube(), axes({-4})}}, "axis -4 is out of range");
 }
 
 TEST(ReductionOpsTest, RepeatedAxisIsAnError) {
-  expectNodeError(
-      [] {
-        run1("ReduceMax", 13, {cube()}, {Attribute::makeInts("axes", {1, -2})});
-      },
-      "listed twice");
+  expectNodeError({"ReduceMax", 13, {cube()}, {Attribute::makeInts("axes", {1, -2})}},
+                  "listed twice");
 }
 
 TEST(ReductionOpsTest, MaxOverEmptyAxisIsAnError) {
-  expectNodeError(
-      [] {
-        run1("ReduceMin", 13, {at::zeros({2, 0})}, {Attribute::makeInts("axes", {1})});
-      },
-      "empty axis 1");
+  expectNodeError({"ReduceMin", 13, {at::zeros({2, 0})}, {Attribute::makeInts("axes", {1})}},
+                  "empty axis 1");
 }
 
 }  // namespace

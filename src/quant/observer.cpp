@@ -1,0 +1,87 @@
+#include "quant/observer.h"
+
+#include "core/error.h"
+
+namespace qforge {
+namespace quant {
+
+Observer::Observer(std::string kind, std::string tensor_name, QScheme scheme,
+                   bool supports_per_channel)
+    : kind_(std::move(kind)), tensor_name_(std::move(tensor_name)), scheme_(scheme) {
+  try {
+    scheme_.validate();
+  } catch (const Error& e) {
+    fail(e.what());
+  }
+  if (scheme_.perChannel() && !supports_per_channel) {
+    fail("per-channel quantization (axis " + std::to_string(scheme_.axis) +
+         ") is not supported by this observer; use a per-tensor scheme");
+  }
+}
+
+void Observer::fail(const std::string& message) const {
+  throw Error(kind_ + " observer of tensor '" + tensor_name_ + "': " + message);
+}
+
+void Observer::observe(const at::Tensor& x) {
+  if (!x.defined()) fail("observed an undefined tensor");
+  if (x.numel() == 0) return;
+  at::Tensor data = x.detach();
+  if (data.scalar_type() != at::kFloat) data = data.to(at::kFloat);
+  data = data.contiguous();
+  if (scheme_.perChannel()) {
+    if (scheme_.axis >= data.dim()) {
+      fail("per-channel axis " + std::to_string(scheme_.axis) +
+           " does not exist in a tensor of rank " + std::to_string(data.dim()));
+    }
+    const int64_t c = data.size(scheme_.axis);
+    if (batches_ > 0 && c != channels_) {
+      fail("channel count changed from " + std::to_string(channels_) + " to " + std::to_string(c));
+    }
+    channels_ = c;
+  }
+  const MinMax stats = finiteMinMax(data);
+  if (!stats.finite) {
+    fail("batch " + std::to_string(batches_ + 1) + " contains " +
+         std::to_string(countNonFinite(data)) + " NaN/Inf values out of " +
+         std::to_string(data.numel()) + "; quantization ranges need finite data");
+  }
+  observeBatch(data, stats);
+  ++batches_;
+}
+
+std::pair<at::Tensor, at::Tensor> Observer::range() const {
+  if (!hasData()) fail("no data observed yet; run calibration batches before asking for a range");
+  return computeRange();
+}
+
+QParams Observer::qparams() const {
+  if (!hasData()) {
+    fail("no data observed yet; run calibration batches before asking for quantization parameters");
+  }
+  try {
+    return computeQParams();
+  } catch (const Error& e) {
+    // Errors raised through fail() already name the observer and tensor.
+    if (std::string(e.what()).rfind(kind_ + " observer of tensor", 0) == 0) throw;
+    fail(e.what());
+  }
+}
+
+QParams Observer::computeQParams() const {
+  auto [lo, hi] = computeRange();
+  return qparamsFromMinMax(lo, hi, scheme_);
+}
+
+void Observer::reset() {
+  batches_ = 0;
+  channels_ = 1;
+  resetState();
+}
+
+std::pair<at::Tensor, at::Tensor> Observer::scalarRange(double lo, double hi) {
+  return {at::full({1}, lo, at::kFloat), at::full({1}, hi, at::kFloat)};
+}
+
+}  // namespace quant
+}  // namespace qforge

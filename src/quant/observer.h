@@ -1,0 +1,70 @@
+// Observer: watches the tensors flowing through one quantization point during calibration and
+// turns what it saw into a clipping range and quantization parameters. Subclasses implement one
+// range-selection rule each (min/max, EMA, percentile, MSE, KL, ...).
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <string>
+#include <utility>
+
+#include "quant/qparams.h"
+#include "quant/qscheme.h"
+#include "quant/tensor_stats.h"
+
+namespace qforge {
+namespace quant {
+
+class Observer {
+ public:
+  // `tensor_name` names the observed value in every error message. Throws qforge::Error when the
+  // scheme is invalid or per-channel while the rule is per-tensor only.
+  Observer(std::string kind, std::string tensor_name, QScheme scheme, bool supports_per_channel);
+  virtual ~Observer() = default;
+  Observer(const Observer&) = delete;
+  Observer& operator=(const Observer&) = delete;
+
+  // Records one batch (detached; any floating or integer dtype, any layout). Empty tensors are
+  // ignored. Throws qforge::Error naming the tensor when the batch holds NaN or Inf, or when the
+  // per-channel axis does not exist or the channel count changed.
+  void observe(const at::Tensor& x);
+
+  // Clipping range per channel ([C] or [1] float tensors). Throws when nothing was observed.
+  std::pair<at::Tensor, at::Tensor> range() const;
+  // Quantization parameters for the range. Throws when nothing was observed.
+  QParams qparams() const;
+
+  bool hasData() const { return batches_ > 0; }
+  int64_t batches() const { return batches_; }
+  void reset();
+
+  const std::string& kind() const { return kind_; }
+  const std::string& tensorName() const { return tensor_name_; }
+  const QScheme& scheme() const { return scheme_; }
+
+ protected:
+  // `x` is contiguous float32 and finite; `stats` is its per-tensor min/max.
+  virtual void observeBatch(const at::Tensor& x, const MinMax& stats) = 0;
+  virtual std::pair<at::Tensor, at::Tensor> computeRange() const = 0;
+  // Default: qparamsFromMinMax(range). Observers that pick a scale directly override this.
+  virtual QParams computeQParams() const;
+  virtual void resetState() = 0;
+
+  // Throws qforge::Error "<kind> observer of tensor '<name>': <message>".
+  [[noreturn]] void fail(const std::string& message) const;
+  // Channel count of the per-channel axis, checked against earlier batches.
+  int64_t channels() const { return channels_; }
+
+  // Scalar range as [1] tensors.
+  static std::pair<at::Tensor, at::Tensor> scalarRange(double lo, double hi);
+
+ private:
+  std::string kind_;
+  std::string tensor_name_;
+  QScheme scheme_;
+  int64_t batches_ = 0;
+  int64_t channels_ = 1;
+};
+
+}  // namespace quant
+}  // namespace qforge

@@ -1,0 +1,65 @@
+#include "quant/observers/minmax.h"
+
+namespace qforge {
+namespace quant {
+
+std::pair<at::Tensor, at::Tensor> batchMinMax(const at::Tensor& x, const MinMax& stats,
+                                              const QScheme& scheme) {
+  if (scheme.perChannel()) return channelMinMax(x, scheme.axis);
+  return {at::full({1}, stats.min, at::kFloat), at::full({1}, stats.max, at::kFloat)};
+}
+
+MinMaxObserver::MinMaxObserver(std::string tensor_name, QScheme scheme)
+    : Observer("MinMax", std::move(tensor_name), scheme, /*supports_per_channel=*/true) {}
+
+void MinMaxObserver::observeBatch(const at::Tensor& x, const MinMax& stats) {
+  auto [lo, hi] = batchMinMax(x, stats, scheme());
+  if (!min_.defined()) {
+    min_ = lo;
+    max_ = hi;
+  } else {
+    min_ = at::minimum(min_, lo);
+    max_ = at::maximum(max_, hi);
+  }
+}
+
+std::pair<at::Tensor, at::Tensor> MinMaxObserver::computeRange() const {
+  return {min_, max_};
+}
+
+void MinMaxObserver::resetState() {
+  min_ = at::Tensor();
+  max_ = at::Tensor();
+}
+
+EmaMinMaxObserver::EmaMinMaxObserver(std::string tensor_name, QScheme scheme, double ratio)
+    : Observer("EmaMinMax", std::move(tensor_name), scheme, /*supports_per_channel=*/true),
+      ratio_(ratio) {
+  if (!(ratio >= 0.0 && ratio < 1.0))
+    fail("EMA ratio " + std::to_string(ratio) + " is not in [0, 1)");
+}
+
+void EmaMinMaxObserver::observeBatch(const at::Tensor& x, const MinMax& stats) {
+  auto [lo, hi] = batchMinMax(x, stats, scheme());
+  lo = lo.to(at::kDouble);
+  hi = hi.to(at::kDouble);
+  if (!min_.defined()) {
+    min_ = lo;
+    max_ = hi;
+  } else {
+    min_ = min_ * ratio_ + lo * (1.0 - ratio_);
+    max_ = max_ * ratio_ + hi * (1.0 - ratio_);
+  }
+}
+
+std::pair<at::Tensor, at::Tensor> EmaMinMaxObserver::computeRange() const {
+  return {min_.to(at::kFloat), max_.to(at::kFloat)};
+}
+
+void EmaMinMaxObserver::resetState() {
+  min_ = at::Tensor();
+  max_ = at::Tensor();
+}
+
+}  // namespace quant
+}  // namespace qforge

@@ -1,0 +1,43 @@
+// Range = running minimum and maximum of everything observed (MinMax), or their exponential
+// moving average over batches (EMA MinMax, MQBench's EMAMinMaxObserver). Per-tensor or per-channel.
+#pragma once
+
+#include "quant/observer.h"
+
+namespace qforge {
+namespace quant {
+
+class MinMaxObserver : public Observer {
+ public:
+  MinMaxObserver(std::string tensor_name, QScheme scheme);
+
+ protected:
+  void observeBatch(const at::Tensor& x, const MinMax& stats) override;
+  std::pair<at::Tensor, at::Tensor> computeRange() const override;
+  void resetState() override;
+
+ private:
+  at::Tensor min_, max_;
+};
+
+class EmaMinMaxObserver : public Observer {
+ public:
+  // min <- ratio * min + (1 - ratio) * batch_min (the first batch initialises). ratio in [0, 1).
+  EmaMinMaxObserver(std::string tensor_name, QScheme scheme, double ratio = 0.9);
+
+ protected:
+  void observeBatch(const at::Tensor& x, const MinMax& stats) override;
+  std::pair<at::Tensor, at::Tensor> computeRange() const override;
+  void resetState() override;
+
+ private:
+  double ratio_;
+  at::Tensor min_, max_;  // double precision: many small EMA steps
+};
+
+// Per-tensor ([1]) or per-channel ([C]) min and max of one batch.
+std::pair<at::Tensor, at::Tensor> batchMinMax(const at::Tensor& x, const MinMax& stats,
+                                              const QScheme& scheme);
+
+}  // namespace quant
+}  // namespace qforge
