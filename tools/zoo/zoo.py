@@ -283,7 +283,7 @@ MODELS = {
     "resnet": (ResNet, "classify", 15, 128, 4e-3, 5e-4, True),
     "mobilenet": (MobileNetV2, "classify", 8, 128, 4e-3, 5e-4, True),
     "vit": (ViT, "classify", 12, 128, 2e-3, 0.05, False),
-    "unet": (UNet, "denoise", 1, 64, 3e-3, 1e-5, False),
+    "unet": (UNet, "denoise", 5, 64, 3e-3, 1e-5, False),
 }
 
 
