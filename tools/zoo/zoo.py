@@ -484,6 +484,27 @@ with `1000003 * seed + i` (seed 0), which is what `qforge eval --noise 0.2 --noi
 count on all 10,000 test images and max |logit diff| <= 1e-4 (the denoiser: outputs within
 1e-4 and the same PSNR).
 """
+    check_path = os.path.join(out_dir, "crosscheck.json")
+    if os.path.exists(check_path):
+        with open(check_path) as f:
+            checks = json.load(f)
+        lines = []
+        for c in checks:
+            if "torch_top1_correct" in c:
+                same = (f"top-1 correct: PyTorch {c['torch_top1_correct']}, qforge "
+                        f"{c['qforge_top1_correct']}")
+            else:
+                same = (f"PSNR: PyTorch {c['torch_psnr_db']:.4f} dB, qforge "
+                        f"{c['qforge_psnr_db']:.4f} dB")
+            lines.append(f"| `{c['model']}` | {c['samples']} | {same} | "
+                         f"{c['max_abs_diff']:.3g} | {'pass' if c['ok'] else 'FAIL'} |")
+        text += f"""
+Last cross-check (`tools/zoo/crosscheck.py --json models/zoo/crosscheck.json`):
+
+| model | images | same result | max abs output diff | |
+|---|---|---|---|---|
+{chr(10).join(lines)}
+"""
     with open(os.path.join(out_dir, "README.md"), "w") as f:
         f.write(text)
 
