@@ -461,7 +461,7 @@ def write_readme(out_dir):
 
 Four small models trained on Fashion-MNIST (Debian's `dataset-fashion-mnist`) by
 `tools/zoo/zoo.py` with Debian's python3-torch 1.13 (fixed seeds: model init 0, data order and
-augmentation 1), exported to ONNX opset 13 with a dynamic batch axis. BatchNormalization is kept
+augmentation 1; one thread), exported to ONNX opset 13 with a dynamic batch axis. BatchNormalization is kept
 as its own node (no folding at export). Every model reads `image`, float [N,1,28,28] = pixel/255
 (no mean/std), and writes `logits` [N,10] or, for the denoiser, `denoised` [N,1,28,28].
 
