@@ -360,8 +360,8 @@ std::pair<CLI::App*, std::function<int()>> addEvalCommand(CLI::App& app) {
   sub->add_option("--limit", o->limit, "Evaluate only the first N samples (after shuffling)");
   sub->add_option("--batch", o->batch, "Batch size")->capture_default_str();
   sub->add_option("--metric", o->metric,
-                  "top1 (classifiers), psnr (image-to-image), or auto: top1 when the data has "
-                  "labels and no --noise")
+                  "top1 (classifiers), psnr (image-to-image), or auto: top1 for [batch, classes] "
+                  "outputs on labelled data without --noise, else psnr")
       ->capture_default_str();
   sub->add_option("--shuffle", *shuffle,
                   "Shuffle the samples with this seed (with --limit: a random subset)")
