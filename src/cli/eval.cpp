@@ -1,0 +1,397 @@
+// `qforge eval MODEL --data SOURCE`: run a model over a dataset and score it — top-1/top-5 for
+// classifiers, PSNR/MSE for image-to-image models — with throughput. The yardstick every later
+// step (quantization, deployment) reports against.
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <unistd.h>
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <sstream>
+
+#include "cli/commands.h"
+#include "core/error.h"
+#include "data/dataset.h"
+#include "data/loader.h"
+#include "data/npy.h"
+#include "exec/executor.h"
+#include "ir/onnx_import.h"
+
+namespace qforge::cli {
+
+namespace {
+
+struct EvalOptions {
+  std::string model;
+  std::string data = "fashion-mnist:test";
+  int64_t limit = 0;
+  int64_t batch = 100;
+  std::string metric = "auto";
+  std::optional<uint64_t> shuffle_seed;
+  double noise = 0;
+  uint64_t noise_seed = 0;
+  double peak = 1.0;
+  std::string labels;
+  std::vector<double> mean{0.0};
+  std::vector<double> std{1.0};
+  int64_t resize = 0;
+  std::string crop;
+  int64_t channels = 0;
+  bool bgr = false;
+  bool nhwc = false;
+  std::string dump_outputs;
+  bool json = false;
+  bool quiet = false;
+};
+
+using Clock = std::chrono::steady_clock;
+
+double secondsSince(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// "32" or "32x24" (height x width).
+std::pair<int64_t, int64_t> parseCrop(const std::string& s) {
+  if (s.empty()) return {0, 0};
+  try {
+    size_t used = 0;
+    const int64_t h = std::stoll(s, &used);
+    if (used == s.size()) return {h, h};
+    require(s[used] == 'x' || s[used] == 'X', "");
+    size_t used_w = 0;
+    const int64_t w = std::stoll(s.substr(used + 1), &used_w);
+    require(used + 1 + used_w == s.size(), "");
+    return {h, w};
+  } catch (const std::exception&) {
+    throw Error("--crop '" + s + "' must be SIZE or HEIGHTxWIDTH, e.g. 224 or 32x24");
+  }
+}
+
+const Value& modelInput(const Graph& graph) {
+  std::vector<const Value*> inputs;
+  for (const Value* v : graph.inputs()) {
+    if (!v->isInitializer()) inputs.push_back(v);
+  }
+  require(!inputs.empty(), "the model has no inputs to feed data to");
+  if (inputs.size() > 1) {
+    std::string names;
+    for (const Value* v : inputs)
+      names += (names.empty() ? "" : ", ") + v->name();
+    throw Error("qforge eval feeds one input, the model has " + std::to_string(inputs.size()) +
+                ": " + names);
+  }
+  return *inputs.front();
+}
+
+// The per-sample shape the model input declares (batch axis dropped, unknown dims -1).
+std::vector<int64_t> sampleShape(const Value& input) {
+  std::vector<int64_t> shape;
+  if (!input.type.shape || input.type.shape->empty()) return shape;
+  for (size_t i = 1; i < input.type.shape->size(); ++i) {
+    shape.push_back((*input.type.shape)[i].isKnown() ? (*input.type.shape)[i].value : -1);
+  }
+  return shape;
+}
+
+// Shows "[####......]  41%  4096/10000  1234 img/s  ETA 0:05" on a terminal, redrawn in place.
+class ProgressBar {
+ public:
+  ProgressBar(int64_t total, bool enabled) : total_(total), enabled_(enabled) {}
+  ~ProgressBar() { clear(); }
+
+  void update(int64_t done, double seconds) {
+    if (!enabled_ || (secondsSince(last_) < 0.1 && done < total_)) return;
+    last_ = Clock::now();
+    const int width = 30;
+    const int filled = static_cast<int>(width * done / std::max<int64_t>(total_, 1));
+    const double rate = seconds > 0 ? done / seconds : 0;
+    const int64_t eta = rate > 0 ? static_cast<int64_t>((total_ - done) / rate + 0.5) : 0;
+    char line[160];
+    std::snprintf(line, sizeof(line), "\r[%s%s] %3d%%  %lld/%lld  %.0f img/s  ETA %lld:%02lld",
+                  std::string(filled, '#').c_str(), std::string(width - filled, '.').c_str(),
+                  static_cast<int>(100 * done / std::max<int64_t>(total_, 1)),
+                  static_cast<long long>(done), static_cast<long long>(total_), rate,
+                  static_cast<long long>(eta / 60), static_cast<long long>(eta % 60));
+    std::cerr << line << std::flush;
+    drawn_ = true;
+  }
+  void clear() {
+    if (drawn_) std::cerr << "\r\033[K" << std::flush;
+    drawn_ = false;
+  }
+
+ private:
+  int64_t total_;
+  bool enabled_;
+  bool drawn_ = false;
+  Clock::time_point last_{};
+};
+
+struct Scores {
+  std::string metric;
+  int64_t samples = 0;
+  int64_t top1 = 0, top5 = 0;
+  bool has_top5 = false;
+  double psnr_sum = 0, mse_sum = 0, input_psnr_sum = 0;
+  bool has_input_psnr = false;
+};
+
+double psnrOf(const at::Tensor& per_image_mse, double peak) {
+  // An exact reconstruction has no finite PSNR; cap it where float32 noise would be anyway.
+  return (10.0 * at::log10(peak * peak / per_image_mse.clamp_min(1e-20))).sum().item<double>();
+}
+
+void scoreBatch(const data::Batch& batch, const at::Tensor& output, double peak,
+                const std::string& data_name, Scores& s) {
+  const int64_t n = batch.inputs.size(0);
+  if (s.metric == "top1") {
+    require(output.dim() == 2,
+            "--metric top1 needs class scores [batch, classes]; the model output has shape " +
+                c10::str(output.sizes()));
+    const int64_t classes = output.size(1);
+    const at::Tensor outside = (batch.labels >= classes).nonzero();
+    if (outside.numel() > 0) {
+      const int64_t k = outside[0][0].item<int64_t>();
+      throw Error(data_name + " sample " + std::to_string(batch.indices[k]) + ": label " +
+                  std::to_string(batch.labels[k].item<int64_t>()) + " is outside the model's " +
+                  std::to_string(classes) + " classes");
+    }
+    at::Tensor scores = output.to(at::kFloat);
+    s.top1 += (scores.argmax(1) == batch.labels).sum().item<int64_t>();
+    if (classes >= 5) {
+      s.has_top5 = true;
+      at::Tensor top5 = std::get<1>(scores.topk(5, 1));
+      s.top5 += (top5 == batch.labels.unsqueeze(1)).any(1).sum().item<int64_t>();
+    }
+  } else {
+    const at::Tensor& target = batch.targets.defined() ? batch.targets : batch.inputs;
+    require(output.sizes() == target.sizes(),
+            "--metric psnr compares the output with the clean input; output shape " +
+                c10::str(output.sizes()) + " differs from the input's " + c10::str(target.sizes()));
+    at::Tensor mse = (output.to(at::kDouble) - target.to(at::kDouble)).pow(2).reshape({n, -1});
+    mse = mse.mean(1);
+    s.mse_sum += mse.sum().item<double>();
+    s.psnr_sum += psnrOf(mse, peak);
+    if (batch.targets.defined()) {
+      at::Tensor in_mse = (batch.inputs.to(at::kDouble) - target.to(at::kDouble)).pow(2);
+      s.input_psnr_sum += psnrOf(in_mse.reshape({n, -1}).mean(1), peak);
+      s.has_input_psnr = true;
+    }
+  }
+  s.samples += n;
+}
+
+std::string percent(int64_t part, int64_t whole) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%.2f%%  (%lld / %lld)", 100.0 * part / whole,
+                static_cast<long long>(part), static_cast<long long>(whole));
+  return buf;
+}
+
+int runEval(const EvalOptions& o) {
+  require(o.metric == "auto" || o.metric == "top1" || o.metric == "psnr",
+          "--metric must be auto, top1 or psnr, not '" + o.metric + "'");
+  require(o.peak > 0, "--peak must be positive");
+  Graph graph = importOnnxFile(o.model);
+  const Value& input = modelInput(graph);
+  const std::vector<int64_t> sample_shape = sampleShape(input);
+
+  data::DataOptions data_options;
+  data_options.labels_path = o.labels;
+  data::ImageOptions& image = data_options.image;
+  image.mean = o.mean;
+  image.std = o.std;
+  image.resize = o.resize;
+  std::tie(image.crop_height, image.crop_width) = parseCrop(o.crop);
+  image.bgr = o.bgr;
+  image.nhwc = o.nhwc;
+  image.channels = o.channels;
+  if (image.channels == 0 && sample_shape.size() == 3) {
+    image.channels = sample_shape[o.nhwc ? 2 : 0] > 0 ? sample_shape[o.nhwc ? 2 : 0] : 0;
+  }
+  auto dataset = data::openDataset(o.data, data_options);
+
+  data::LoaderOptions loader_options;
+  loader_options.batch_size = o.batch;
+  loader_options.limit = o.limit;
+  loader_options.shuffle_seed = o.shuffle_seed;
+  loader_options.noise_sigma = o.noise;
+  loader_options.noise_seed = o.noise_seed;
+  loader_options.expected_shape = sample_shape;
+  loader_options.expected_by = "the model input '" + input.name() + "'";
+  data::BatchLoader loader(dataset, loader_options);
+
+  Scores scores;
+  scores.metric = o.metric;
+  require(scores.metric != "top1" || dataset->hasLabels(),
+          dataset->describe() + " has no labels; --metric top1 needs them (or use --metric psnr)");
+
+  Executor executor(graph);
+  const std::string output_name = graph.outputs().front()->name();
+  const at::ScalarType input_type = toScalarType(input.type.dtype);
+  std::unique_ptr<data::NpyWriter> dump;
+  ProgressBar progress(loader.size(), !o.json && !o.quiet && ::isatty(STDERR_FILENO));
+
+  const auto start = Clock::now();
+  double model_seconds = 0;
+  while (auto batch = loader.next()) {
+    at::Tensor x = batch->inputs;
+    if (at::isFloatingType(input_type) && input_type != x.scalar_type()) x = x.to(input_type);
+    const auto model_start = Clock::now();
+    at::Tensor output = executor.run({{input.name(), x}}, {output_name}).at(output_name);
+    model_seconds += secondsSince(model_start);
+    if (scores.metric == "auto") {
+      // Class scores with labels mean a classifier; anything else is image-to-image, scored
+      // against the clean input.
+      scores.metric =
+          output.dim() == 2 && batch->labels.defined() && o.noise == 0 ? "top1" : "psnr";
+    }
+    scoreBatch(*batch, output, o.peak, dataset->describe(), scores);
+    if (!o.dump_outputs.empty()) {
+      if (!dump) {
+        std::vector<int64_t> shape = output.sizes().vec();
+        shape[0] = loader.size();
+        dump = std::make_unique<data::NpyWriter>(o.dump_outputs, at::kFloat, shape);
+      }
+      dump->append(output.to(at::kFloat));
+    }
+    progress.update(scores.samples, secondsSince(start));
+  }
+  const double seconds = secondsSince(start);
+  progress.clear();
+  if (dump) dump->close();
+
+  const int64_t n = scores.samples;
+  nlohmann::json report;
+  report["model"] = o.model;
+  report["data"] = dataset->describe();
+  report["samples"] = n;
+  report["batch"] = o.batch;
+  report["metric"] = scores.metric;
+  report["threads"] = at::get_num_threads();
+  report["seconds"] = seconds;
+  report["images_per_second"] = n / seconds;
+  report["model_seconds"] = model_seconds;
+  report["model_images_per_second"] = n / model_seconds;
+  if (o.noise > 0) report["noise"] = {{"sigma", o.noise}, {"seed", o.noise_seed}};
+  if (o.shuffle_seed) report["shuffle_seed"] = *o.shuffle_seed;
+  if (!o.dump_outputs.empty()) report["outputs_file"] = o.dump_outputs;
+  if (scores.metric == "top1") {
+    report["top1"] = static_cast<double>(scores.top1) / n;
+    report["top1_correct"] = scores.top1;
+    if (scores.has_top5) {
+      report["top5"] = static_cast<double>(scores.top5) / n;
+      report["top5_correct"] = scores.top5;
+    }
+  } else {
+    report["psnr_db"] = scores.psnr_sum / n;
+    report["mse"] = scores.mse_sum / n;
+    report["peak"] = o.peak;
+    if (scores.has_input_psnr) report["input_psnr_db"] = scores.input_psnr_sum / n;
+  }
+  if (o.json) {
+    std::cout << report.dump(2) << "\n";
+    return 0;
+  }
+  std::ostringstream out;
+  out << "model    " << o.model << "\ndata     " << dataset->describe() << " (" << n
+      << (n == 1 ? " sample" : " samples") << ", batch " << o.batch
+      << (o.shuffle_seed ? ", shuffled with seed " + std::to_string(*o.shuffle_seed) : "")
+      << (o.noise > 0 ? ", noise sigma " + nlohmann::json(o.noise).dump() : "") << ")\n";
+  char buf[160];
+  if (scores.metric == "top1") {
+    out << "top-1    " << percent(scores.top1, n) << "\n";
+    if (scores.has_top5) out << "top-5    " << percent(scores.top5, n) << "\n";
+  } else {
+    std::snprintf(buf, sizeof(buf), "psnr     %.2f dB (mean over samples, peak %g)",
+                  scores.psnr_sum / n, o.peak);
+    out << buf;
+    if (scores.has_input_psnr) {
+      std::snprintf(buf, sizeof(buf), "; the noisy input: %.2f dB", scores.input_psnr_sum / n);
+      out << buf;
+    }
+    std::snprintf(buf, sizeof(buf), "\nmse      %.6g\n", scores.mse_sum / n);
+    out << buf;
+  }
+  std::snprintf(buf, sizeof(buf),
+                "speed    %.0f images/s (model alone %.0f images/s), %.2f s, %d thread%s\n",
+                n / seconds, n / model_seconds, seconds, at::get_num_threads(),
+                at::get_num_threads() == 1 ? "" : "s");
+  out << buf;
+  if (!o.dump_outputs.empty()) out << "outputs  " << o.dump_outputs << "\n";
+  std::cout << out.str();
+  return 0;
+}
+
+std::vector<double> parseList(const std::string& s, const std::string& flag) {
+  std::vector<double> out;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    try {
+      size_t used = 0;
+      out.push_back(std::stod(item, &used));
+      require(used == item.size(), "");
+    } catch (const std::exception&) {
+      throw Error(flag + " '" + s + "' must be comma-separated numbers");
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::pair<CLI::App*, std::function<int()>> addEvalCommand(CLI::App& app) {
+  auto o = std::make_shared<EvalOptions>();
+  auto mean = std::make_shared<std::string>();
+  auto std_dev = std::make_shared<std::string>();
+  auto shuffle = std::make_shared<int64_t>(-1);
+  CLI::App* sub = app.add_subcommand(
+      "eval", "Evaluate a model on a dataset: top-1/top-5 or PSNR/MSE, and images/s");
+  sub->add_option("model", o->model, "ONNX model file")->required();
+  sub->add_option("--data", o->data,
+                  "fashion-mnist:test|train, an IDX file, a class folder (folder:DIR), a stacked "
+                  ".npy (npy:FILE), or a list of sample paths (list:FILE)")
+      ->capture_default_str();
+  sub->add_option("--limit", o->limit, "Evaluate only the first N samples (after shuffling)");
+  sub->add_option("--batch", o->batch, "Batch size")->capture_default_str();
+  sub->add_option("--metric", o->metric,
+                  "top1 (classifiers), psnr (image-to-image), or auto: top1 for [batch, classes] "
+                  "outputs on labelled data without --noise, else psnr")
+      ->capture_default_str();
+  sub->add_option("--shuffle", *shuffle,
+                  "Shuffle the samples with this seed (with --limit: a random subset)")
+      ->check(CLI::NonNegativeNumber);
+  sub->add_option("--noise", o->noise,
+                  "Denoising: feed sample + SIGMA * N(0,1), score against the clean sample");
+  sub->add_option("--noise-seed", o->noise_seed, "Seed of --noise")->capture_default_str();
+  sub->add_option("--peak", o->peak, "Peak signal value of --metric psnr")->capture_default_str();
+  sub->add_option("--labels", o->labels, "Labels of an IDX or stacked .npy source");
+  sub->add_option("--mean", *mean,
+                  "Per-channel mean subtracted from images scaled to [0,1] "
+                  "(one value or one per channel)");
+  sub->add_option("--std", *std_dev, "Per-channel standard deviation to divide by");
+  sub->add_option("--resize", o->resize, "Resize images: shorter side to N pixels (bilinear)");
+  sub->add_option("--crop", o->crop, "Center crop to SIZE or HEIGHTxWIDTH");
+  sub->add_option("--channels", o->channels,
+                  "Channels images must have (default: the model input's)");
+  sub->add_flag("--bgr", o->bgr, "The model wants BGR channel order");
+  sub->add_flag("--nhwc", o->nhwc, "The model wants samples as HxWxC instead of CxHxW");
+  sub->add_option("--dump-outputs,--dump-logits", o->dump_outputs,
+                  "Write every output row (logits, images) to this .npy file, in evaluation "
+                  "order");
+  sub->add_flag("--json", o->json, "Print machine-readable JSON (no progress bar)");
+  sub->add_flag("--quiet,-q", o->quiet, "No progress bar");
+  return {sub, [o, mean, std_dev, shuffle] {
+            if (!mean->empty()) o->mean = parseList(*mean, "--mean");
+            if (!std_dev->empty()) o->std = parseList(*std_dev, "--std");
+            if (*shuffle >= 0) o->shuffle_seed = static_cast<uint64_t>(*shuffle);
+            return runEval(*o);
+          }};
+}
+
+}  // namespace qforge::cli

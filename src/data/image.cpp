@@ -1,0 +1,128 @@
+#include "data/image.h"
+
+#include <ATen/ATen.h>
+
+#include <cmath>
+
+#include "core/error.h"
+#include "core/files.h"
+
+// stb_image is a single-header library: this translation unit holds its implementation.
+#define STB_IMAGE_IMPLEMENTATION
+#define STBI_NO_STDIO   // decode from memory only: file errors are reported by readFile
+#define STBI_NO_LINEAR  // no HDR/float paths
+#define STBI_NO_HDR
+#include <stb/stb_image.h>
+
+namespace qforge::data {
+
+namespace {
+
+const char* channelWord(int64_t c) {
+  switch (c) {
+    case 1:
+      return " (gray)";
+    case 2:
+      return " (gray+alpha)";
+    case 3:
+      return " (RGB)";
+    case 4:
+      return " (RGBA)";
+    default:
+      return "";
+  }
+}
+
+}  // namespace
+
+at::Tensor decodeImage(const std::string& path) {
+  const std::string bytes = readFile(path);
+  require(!bytes.empty(), "cannot decode image '" + path + "': the file is empty");
+  int w = 0, h = 0, c = 0;
+  stbi_uc* pixels = stbi_load_from_memory(reinterpret_cast<const stbi_uc*>(bytes.data()),
+                                          static_cast<int>(bytes.size()), &w, &h, &c, 0);
+  if (!pixels) {
+    throw Error("cannot decode image '" + path + "': " + stbi_failure_reason() +
+                " (PNG, JPEG, BMP, GIF, TGA, PNM are readable)");
+  }
+  at::Tensor t = at::from_blob(pixels, {h, w, c}, at::kByte).clone();
+  stbi_image_free(pixels);
+  return t;
+}
+
+void ImageOptions::validate() const {
+  require(channels >= 0 && resize >= 0 && crop_height >= 0 && crop_width >= 0,
+          "image sizes and channel counts must not be negative");
+  require(!mean.empty() && !std.empty(), "--mean and --std need at least one value");
+  for (double s : std) {
+    require(std::isfinite(s) && s != 0, "--std values must be finite and non-zero");
+  }
+  for (double m : mean)
+    require(std::isfinite(m), "--mean values must be finite");
+  if (channels > 0) {
+    require(mean.size() == 1 || static_cast<int64_t>(mean.size()) == channels,
+            "--mean has " + std::to_string(mean.size()) + " values for " +
+                std::to_string(channels) + " channels");
+    require(std.size() == 1 || static_cast<int64_t>(std.size()) == channels,
+            "--std has " + std::to_string(std.size()) + " values for " + std::to_string(channels) +
+                " channels");
+  }
+}
+
+at::Tensor transformImage(const at::Tensor& pixels, const ImageOptions& o,
+                          const std::string& origin) {
+  const int64_t c = pixels.size(2);
+  if (o.channels > 0 && c != o.channels) {
+    throw Error(origin + ": image has " + std::to_string(c) + " channel" + (c == 1 ? "" : "s") +
+                channelWord(c) + ", the model wants " + std::to_string(o.channels) +
+                channelWord(o.channels));
+  }
+  at::Tensor x = pixels.permute({2, 0, 1}).to(at::kFloat);  // [C, H, W], 0..255
+  if (o.bgr && c >= 3) {
+    x = at::cat({x.narrow(0, 0, 3).flip({0}), x.narrow(0, 3, c - 3)});
+  }
+  if (o.resize > 0) {
+    const int64_t h = x.size(1), w = x.size(2);
+    const int64_t shorter = std::min(h, w);
+    const int64_t new_h = h == shorter ? o.resize : (h * o.resize + shorter / 2) / shorter;
+    const int64_t new_w = w == shorter ? o.resize : (w * o.resize + shorter / 2) / shorter;
+    if (new_h != h || new_w != w) {
+      x = at::upsample_bilinear2d(x.unsqueeze(0), {new_h, new_w}, /*align_corners=*/false)
+              .squeeze(0)
+              .clamp(0, 255);
+    }
+  }
+  if (o.crop_height > 0 || o.crop_width > 0) {
+    const int64_t ch = o.crop_height > 0 ? o.crop_height : x.size(1);
+    const int64_t cw = o.crop_width > 0 ? o.crop_width : x.size(2);
+    if (ch > x.size(1) || cw > x.size(2)) {
+      throw Error(origin + ": crop " + std::to_string(ch) + "x" + std::to_string(cw) +
+                  " is larger than the image (" + std::to_string(x.size(1)) + "x" +
+                  std::to_string(x.size(2)) + "); resize first with --resize");
+    }
+    // Same rounding as torchvision's CenterCrop.
+    const int64_t top = static_cast<int64_t>(std::round((x.size(1) - ch) / 2.0));
+    const int64_t left = static_cast<int64_t>(std::round((x.size(2) - cw) / 2.0));
+    x = x.narrow(1, top, ch).narrow(2, left, cw);
+  }
+  require(o.mean.size() == 1 || static_cast<int64_t>(o.mean.size()) == c,
+          origin + ": --mean has " + std::to_string(o.mean.size()) + " values for an image with " +
+              std::to_string(c) + " channels");
+  require(o.std.size() == 1 || static_cast<int64_t>(o.std.size()) == c,
+          origin + ": --std has " + std::to_string(o.std.size()) + " values for an image with " +
+              std::to_string(c) + " channels");
+  x = x / 255.0f;
+  if (o.mean.size() != 1 || o.std.size() != 1 || o.mean[0] != 0 || o.std[0] != 1) {
+    auto per_channel = [c](const std::vector<double>& v) {
+      std::vector<float> f(c);
+      for (int64_t i = 0; i < c; ++i)
+        f[i] = static_cast<float>(v.size() == 1 ? v[0] : v[i]);
+      return at::tensor(f).reshape({c, 1, 1});
+    };
+    x = (x - per_channel(o.mean)) / per_channel(o.std);
+  }
+  if (o.nhwc) x = x.permute({1, 2, 0});
+  return x.contiguous();
+}
+
+}  // namespace qforge::data

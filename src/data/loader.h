@@ -1,0 +1,69 @@
+// Batches from a Dataset: deterministic shuffling by seed, a sample limit, optional synthetic
+// Gaussian noise (denoising tasks), and the checks every sample passes before a model sees it.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "data/dataset.h"
+
+namespace qforge::data {
+
+struct Batch {
+  at::Tensor inputs;             // float32 [B, sample shape...]
+  at::Tensor labels;             // int64 [B]; undefined when the dataset has no labels
+  at::Tensor targets;            // clean inputs when noise is added; undefined otherwise
+  std::vector<int64_t> indices;  // dataset index of each sample
+};
+
+struct LoaderOptions {
+  int64_t batch_size = 32;
+  std::optional<uint64_t> shuffle_seed;  // none: dataset order
+  int64_t limit = 0;                     // 0: every sample; else the first `limit` (after shuffle)
+  // Denoising: input = sample + noise_sigma * N(0,1), target = sample. The noise of dataset
+  // sample i comes from ATen's CPU generator seeded with noise_seed * 1000003 + i, so it does not
+  // depend on batching or shuffling and a PyTorch script can reproduce it exactly.
+  double noise_sigma = 0;
+  uint64_t noise_seed = 0;
+  // Shape every sample must have (no batch axis; -1 matches any size), with a description of
+  // what wants it for the error message ("the model input 'image'"). Empty: samples must only
+  // agree with each other.
+  std::vector<int64_t> expected_shape;
+  std::string expected_by = "the model input";
+};
+
+class BatchLoader {
+ public:
+  BatchLoader(std::shared_ptr<Dataset> dataset, LoaderOptions options);
+
+  int64_t size() const { return static_cast<int64_t>(order_.size()); }  // samples per pass
+  int64_t batches() const { return (size() + options_.batch_size - 1) / options_.batch_size; }
+  const Dataset& dataset() const { return *dataset_; }
+
+  // The next batch, or nullopt at the end of the pass. Throws qforge::Error naming the sample's
+  // file for a shape mismatch or NaN/Inf values.
+  std::optional<Batch> next();
+  void reset() { position_ = 0; }
+
+ private:
+  void check(const Sample& sample, const std::vector<int64_t>& first_shape) const;
+
+  std::shared_ptr<Dataset> dataset_;
+  LoaderOptions options_;
+  std::vector<int64_t> order_;
+  int64_t position_ = 0;
+};
+
+// The noise LoaderOptions::noise_sigma scales for dataset sample `index` (standard normal).
+at::Tensor sampleNoise(at::IntArrayRef shape, uint64_t seed, int64_t index);
+
+// A permutation of 0..n-1 from `seed`: Fisher-Yates on a 64-bit Mersenne Twister with unbiased
+// bounded draws, written out so the order is the same with every standard library.
+std::vector<int64_t> shuffledIndices(int64_t n, uint64_t seed);
+
+}  // namespace qforge::data
