@@ -1,11 +1,7 @@
 #!/usr/bin/env bash
-# The main job on the bundled default model: build, describe the model, run it on four reference
-# images and check qforge's logits against PyTorch eager's.
+# The main job on the bundled default: build, then evaluate the bundled ResNet (trained on
+# Fashion-MNIST, models/zoo/) on the full Fashion-MNIST test split and print its accuracy.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/build.sh --target qforge >/dev/null
-model=models/tiny_cnn.onnx
-build/qforge inspect "$model"
-echo
-build/qforge run "$model" --input image=models/tiny_cnn.input.pb \
-  --expect logits=models/tiny_cnn.output.pb "$@"
+build/qforge eval models/zoo/resnet.onnx --data fashion-mnist:test "$@"
