@@ -28,7 +28,7 @@ namespace {
 struct EvalOptions {
   std::string model;
   std::string data = "fashion-mnist:test";
-  int64_t limit = 0;
+  int64_t limit = -1;  // -1: every sample
   int64_t batch = 100;
   std::string metric = "auto";
   std::optional<uint64_t> shuffle_seed;
@@ -217,7 +217,8 @@ int runEval(const EvalOptions& o) {
 
   data::LoaderOptions loader_options;
   loader_options.batch_size = o.batch;
-  loader_options.limit = o.limit;
+  require(o.limit == -1 || o.limit > 0, "--limit must be a positive number of samples");
+  loader_options.limit = o.limit < 0 ? 0 : o.limit;
   loader_options.shuffle_seed = o.shuffle_seed;
   loader_options.noise_sigma = o.noise;
   loader_options.noise_seed = o.noise_seed;

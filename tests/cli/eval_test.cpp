@@ -176,6 +176,7 @@ TEST(EvalCliTest, BadRequestsAreOneLineAndExitTwo) {
            {"--data " + dir + "/nan.npy", "nan.npy' row 1: 1 NaN/Inf value"},
            {"--data " + dir + "/missing.npy", "missing.npy"},
            {"--data " + dir + "/x.npy --batch 0", "--batch"},
+           {"--data " + dir + "/x.npy --limit 0", "--limit must be a positive"},
            {"--data " + dir + "/x.npy --crop 3y4", "--crop"},
        }) {
     Result r = runCli("eval " + model + " " + c.args);
