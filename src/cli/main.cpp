@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "cli/commands.h"
+#include "core/allocator.h"
 #include "core/error.h"
 #include "core/threads.h"
 
@@ -20,6 +21,7 @@ int main(int argc, char** argv) {
   }
   try {
     qforge::configureThreads();
+    qforge::configureAllocator();
     return qforge::cli::runSelected(app, commands);
   } catch (const qforge::Error& e) {
     std::cerr << "qforge: error: " << e.what() << "\n";

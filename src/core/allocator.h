@@ -1,0 +1,13 @@
+// Process-wide allocator policy for the qforge command-line tool.
+#pragma once
+
+namespace qforge {
+
+// glibc serves every allocation above 32 MiB (its largest mmap threshold) with a fresh mmap, so a
+// large activation is page-faulted again on every run: MobileNetV2 at batch 8 spent two thirds
+// of its time there. This keeps large blocks on the heap (no mmap) and freed memory in the
+// process for reuse. Only the CLI calls it: a library must not change its host's malloc. Set
+// QFORGE_MALLOC_TUNING=0 to leave glibc's defaults. Returns true when the policy was applied.
+bool configureAllocator();
+
+}  // namespace qforge
