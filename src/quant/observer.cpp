@@ -94,5 +94,23 @@ void Observer::widenRange(at::Tensor& min, at::Tensor& max, const at::Tensor& lo
   max = at::maximum(max, hi);
 }
 
+void Observer::averageRange(at::Tensor& min, at::Tensor& max, const at::Tensor& lo,
+                            const at::Tensor& hi, double ratio) {
+  const at::Tensor lo_d = lo.to(at::kDouble), hi_d = hi.to(at::kDouble);
+  if (!min.defined()) {
+    min = lo_d;
+    max = hi_d;
+    return;
+  }
+  min = min * ratio + lo_d * (1.0 - ratio);
+  max = max * ratio + hi_d * (1.0 - ratio);
+}
+
+void Observer::checkEmaRatio(double ratio) const {
+  if (!(ratio >= 0.0 && ratio < 1.0)) {
+    fail("EMA ratio " + std::to_string(ratio) + " is not in [0, 1)");
+  }
+}
+
 }  // namespace quant
 }  // namespace qforge

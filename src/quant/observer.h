@@ -53,6 +53,12 @@ class Observer {
   // Widens the running range [min, max] to include [lo, hi]; an undefined range takes [lo, hi].
   static void widenRange(at::Tensor& min, at::Tensor& max, const at::Tensor& lo,
                          const at::Tensor& hi);
+  // Moves the running range toward [lo, hi] by exponential averaging (double precision):
+  // range = range * ratio + batch * (1 - ratio); an undefined range takes [lo, hi].
+  static void averageRange(at::Tensor& min, at::Tensor& max, const at::Tensor& lo,
+                           const at::Tensor& hi, double ratio);
+  // Fails unless `ratio` is a valid EMA ratio, in [0, 1).
+  void checkEmaRatio(double ratio) const;
   // Throws qforge::Error "<kind> observer of tensor '<name>': <message>".
   [[noreturn]] void fail(const std::string& message) const;
   // Channel count of the per-channel axis, checked against earlier batches.

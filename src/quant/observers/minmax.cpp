@@ -29,21 +29,12 @@ void MinMaxObserver::resetState() {
 EmaMinMaxObserver::EmaMinMaxObserver(std::string tensor_name, QScheme scheme, double ratio)
     : Observer("EmaMinMax", std::move(tensor_name), scheme, /*supports_per_channel=*/true),
       ratio_(ratio) {
-  if (!(ratio >= 0.0 && ratio < 1.0))
-    fail("EMA ratio " + std::to_string(ratio) + " is not in [0, 1)");
+  checkEmaRatio(ratio);
 }
 
 void EmaMinMaxObserver::observeBatch(const at::Tensor& x, const MinMax& stats) {
   auto [lo, hi] = batchMinMax(x, stats, scheme());
-  lo = lo.to(at::kDouble);
-  hi = hi.to(at::kDouble);
-  if (!min_.defined()) {
-    min_ = lo;
-    max_ = hi;
-  } else {
-    min_ = min_ * ratio_ + lo * (1.0 - ratio_);
-    max_ = max_ * ratio_ + hi * (1.0 - ratio_);
-  }
+  averageRange(min_, max_, lo, hi, ratio_);
 }
 
 std::pair<at::Tensor, at::Tensor> EmaMinMaxObserver::computeRange() const {

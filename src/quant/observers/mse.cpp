@@ -82,21 +82,12 @@ void MseObserver::resetState() {
 EmaMseObserver::EmaMseObserver(std::string tensor_name, QScheme scheme, MseSearch search,
                                double ratio)
     : MseObserver("EmaMse", std::move(tensor_name), scheme, search), ratio_(ratio) {
-  if (!(ratio >= 0.0 && ratio < 1.0))
-    fail("EMA ratio " + std::to_string(ratio) + " is not in [0, 1)");
+  checkEmaRatio(ratio);
 }
 
 void EmaMseObserver::observeBatch(const at::Tensor& x, const MinMax& stats) {
   auto [lo, hi] = batchOptimum(x, stats);
-  lo = lo.to(at::kDouble);
-  hi = hi.to(at::kDouble);
-  if (!min_.defined()) {
-    min_ = lo;
-    max_ = hi;
-  } else {
-    min_ = min_ * ratio_ + lo * (1.0 - ratio_);
-    max_ = max_ * ratio_ + hi * (1.0 - ratio_);
-  }
+  averageRange(min_, max_, lo, hi, ratio_);
 }
 
 }  // namespace quant

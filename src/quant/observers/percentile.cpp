@@ -46,8 +46,7 @@ EmaQuantileObserver::EmaQuantileObserver(std::string tensor_name, QScheme scheme
   if (!(percentile > 0.0 && percentile <= 100.0)) {
     fail("percentile " + std::to_string(percentile) + " is not in (0, 100]");
   }
-  if (!(ratio >= 0.0 && ratio < 1.0))
-    fail("EMA ratio " + std::to_string(ratio) + " is not in [0, 1)");
+  checkEmaRatio(ratio);
 }
 
 void EmaQuantileObserver::observeBatch(const at::Tensor& x, const MinMax& stats) {
