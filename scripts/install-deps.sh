@@ -5,7 +5,7 @@ set -euo pipefail
 packages=(
   build-essential cmake ccache pkg-config
   libtorch-dev libonnx-dev libprotobuf-dev protobuf-compiler
-  nlohmann-json3-dev libcli11-dev googletest libgtest-dev libbenchmark-dev libstb-dev
+  nlohmann-json3-dev libcli11-dev libyaml-cpp-dev googletest libgtest-dev libbenchmark-dev libstb-dev
   dataset-fashion-mnist libonnx-testdata
   python3-torch python3-torchvision python3-onnx
 )
