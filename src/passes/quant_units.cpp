@@ -1,0 +1,174 @@
+#include "passes/quant_units.h"
+
+#include <algorithm>
+#include <set>
+
+#include "exec/op_info.h"
+
+namespace qforge::passes {
+
+using backends::BackendConfig;
+using backends::FusionPattern;
+using backends::OpRole;
+
+std::string QuantUnit::ops() const {
+  std::string out;
+  for (const Node* n : nodes) out += (out.empty() ? "" : "+") + n->opType();
+  return out;
+}
+
+bool isConstant(const Value* v) {
+  return v != nullptr && (v->isInitializer() || (v->producer() != nullptr &&
+                                                 v->producer()->opType() == "Constant" &&
+                                                 v->producer()->inputs().empty()));
+}
+
+int64_t weightChannelAxis(const Node& node, size_t slot, const at::Tensor& weight) {
+  if (weight.dim() < 2) return -1;
+  const std::string& op = node.opType();
+  if (op == "Conv") return 0;
+  if (op == "ConvTranspose") return 1;
+  if (op == "Gemm") {
+    const Attribute* trans_b_attr = node.attributes.find("transB");
+    const bool trans_b = trans_b_attr != nullptr && trans_b_attr->i != 0;
+    return slot == 1 ? (trans_b ? 0 : 1) : -1;
+  }
+  if (op == "MatMul") return slot == 1 ? weight.dim() - 1 : -1;
+  return -1;
+}
+
+namespace {
+
+// Ops that combine several activations: every non-constant input is an activation input.
+bool combinesActivations(const std::string& op) {
+  static const std::set<std::string> ops = {"Add",  "Sub",  "Mul", "Div",    "Concat",
+                                            "Sum",  "Max",  "Min", "Mean",   "MatMul",
+                                            "Einsum", "Where", "PRelu"};
+  return ops.count(op) > 0;
+}
+
+const OpInfo* infoOf(const Graph& graph, const Node& node) {
+  return OpRegistry::builtin().find(node.domain(), node.opType(),
+                                    graph.model.opsetFor(node.domain()));
+}
+
+bool isWeightSlot(const OpInfo* info, size_t slot) {
+  if (info == nullptr) return false;
+  return std::find(info->weight_inputs.begin(), info->weight_inputs.end(),
+                   static_cast<int>(slot)) != info->weight_inputs.end();
+}
+
+// The single consumer of `node`'s first output, when it has exactly one and is not a graph output.
+Node* soleConsumer(const Graph& graph, const Node* node) {
+  const Value* out = node->outputs().front();
+  if (node->outputs().size() != 1 || out->uses().size() != 1 || graph.isGraphOutput(out)) {
+    return nullptr;
+  }
+  return out->uses().front().node;
+}
+
+// The nodes `pattern` covers from `anchor` (empty when it does not match).
+std::vector<Node*> matchPattern(const Graph& graph, Node* anchor, const FusionPattern& pattern,
+                                const std::set<const Node*>& taken) {
+  const auto accepts = [](const backends::FusionStep& step, const Node* n) {
+    return n != nullptr &&
+           std::find(step.op_types.begin(), step.op_types.end(), n->opType()) !=
+               step.op_types.end();
+  };
+  if (!accepts(pattern.steps.front(), anchor)) return {};
+  std::vector<Node*> nodes{anchor};
+  for (size_t i = 1; i < pattern.steps.size(); ++i) {
+    Node* next = soleConsumer(graph, nodes.back());
+    if (next != nullptr && !taken.count(next) && next->domain().empty() &&
+        accepts(pattern.steps[i], next)) {
+      nodes.push_back(next);
+    } else if (!pattern.steps[i].optional) {
+      return {};
+    }
+  }
+  return nodes;
+}
+
+std::vector<int> activationSlots(const Node& node, const OpInfo* info,
+                                 const backends::OpTrait* trait) {
+  std::vector<int> slots;
+  if (trait != nullptr && !trait->activation_inputs.empty()) return trait->activation_inputs;
+  if (!combinesActivations(node.opType())) return {0};
+  for (size_t i = 0; i < node.inputs().size(); ++i) {
+    if (info != nullptr && static_cast<int>(i) == info->bias_input) continue;
+    slots.push_back(static_cast<int>(i));
+  }
+  return slots;
+}
+
+void collectInputs(const Graph& graph, const BackendConfig& backend, QuantUnit& unit) {
+  const std::set<const Node*> inside(unit.nodes.begin(), unit.nodes.end());
+  for (size_t k = 0; k < unit.nodes.size(); ++k) {
+    Node* node = unit.nodes[k];
+    const OpInfo* info = infoOf(graph, *node);
+    if (k == 0 && unit.role == OpRole::Quantizable) {
+      for (size_t slot = 0; slot < node->inputs().size(); ++slot) {
+        const Value* v = node->input(slot);
+        if (v != nullptr && v->isInitializer() && isWeightSlot(info, slot)) {
+          unit.weights.push_back(Use{node, slot});
+        }
+      }
+      if (info != nullptr && info->bias_input >= 0) {
+        const Value* b = node->input(static_cast<size_t>(info->bias_input));
+        if (b != nullptr && b->isInitializer()) {
+          unit.bias = Use{node, static_cast<size_t>(info->bias_input)};
+        }
+      }
+    }
+    if (k > 0 && !combinesActivations(node->opType())) continue;  // BN, ReLU: no new activations
+    if (unit.role != OpRole::Quantizable) continue;
+    const std::vector<int> slots =
+        activationSlots(*node, info, k == 0 ? backend.trait(node->opType()) : nullptr);
+    for (int slot : slots) {
+      const Value* v = node->input(static_cast<size_t>(slot));
+      if (v == nullptr || isConstant(v) || (isWeightSlot(info, slot) && v->isInitializer())) continue;
+      if (v->producer() != nullptr && inside.count(v->producer())) continue;
+      unit.activation_inputs.push_back(Use{node, static_cast<size_t>(slot)});
+    }
+  }
+  unit.output = unit.nodes.back()->outputs().front();
+}
+
+}  // namespace
+
+std::vector<QuantUnit> findQuantUnits(const Graph& graph, const BackendConfig& backend,
+                                      const std::vector<std::string>& extra_quantizable,
+                                      const std::vector<const Node*>& skip_nodes) {
+  std::vector<QuantUnit> units;
+  std::set<const Node*> taken(skip_nodes.begin(), skip_nodes.end());
+  for (Node* node : graph.topologicalOrder()) {
+    if (taken.count(node) || !node->domain().empty()) continue;
+    const backends::OpTrait* trait = backend.trait(node->opType());
+    const bool extra = std::find(extra_quantizable.begin(), extra_quantizable.end(),
+                                 node->opType()) != extra_quantizable.end();
+    OpRole role = trait != nullptr ? trait->role : OpRole::Never;
+    if (extra && role != OpRole::Never) role = OpRole::Quantizable;
+    if (extra && trait == nullptr) role = OpRole::Quantizable;
+    if (role != OpRole::Quantizable && role != OpRole::Fixed) continue;
+
+    QuantUnit unit;
+    unit.role = role;
+    unit.nodes = {node};
+    if (role == OpRole::Quantizable) {
+      for (const FusionPattern& pattern : backend.fusions) {
+        std::vector<Node*> match = matchPattern(graph, node, pattern, taken);
+        if (match.size() > unit.nodes.size()) {
+          unit.nodes = std::move(match);
+          unit.pattern = pattern.str();
+        }
+      }
+    }
+    for (const Node* n : unit.nodes) taken.insert(n);
+    unit.name = node->name().empty() ? node->outputs().front()->name() : node->name();
+    collectInputs(graph, backend, unit);
+    units.push_back(std::move(unit));
+  }
+  return units;
+}
+
+}  // namespace qforge::passes

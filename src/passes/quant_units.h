@@ -1,0 +1,47 @@
+// Quantization units: the one definition of "what runs as one quantized kernel" (Conv+BN+ReLU,
+// Gemm, Conv+Add+ReLU, ...) from a backend's op roles and fusion patterns. Inserting fake
+// quantizers, lowering for deploy and the report all read the same units.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "backends/backend_config.h"
+#include "ir/graph.h"
+
+namespace qforge::passes {
+
+struct QuantUnit {
+  std::string name;          // the anchor node's name (or its first output's when unnamed)
+  std::vector<Node*> nodes;  // anchor first, then the fused ops in chain order
+  backends::OpRole role = backends::OpRole::Quantizable;
+  // (node, slot) pairs through which the unit reads activations from outside itself.
+  std::vector<Use> activation_inputs;
+  // (node, slot) pairs of the anchor's constant weights (initializers), and of its bias.
+  std::vector<Use> weights;
+  Use bias;  // bias.node == nullptr when there is none (or it is not an initializer)
+  Value* output = nullptr;  // what the unit writes: the last node's first output
+  std::string pattern;      // the fusion pattern that formed it ("" for a lone op)
+
+  Node* anchor() const { return nodes.front(); }
+  std::string ops() const;  // "Conv+BatchNormalization+Relu"
+};
+
+// Finds the units of `graph` in topological order: every op the backend calls quantizable or
+// fixed becomes the anchor of one unit, extended by the longest fusion pattern that matches.
+// A fused step must be the only reader of the previous step's output, which must not be a graph
+// output. Nodes listed in `skip_nodes` (user overrides) never anchor a unit.
+std::vector<QuantUnit> findQuantUnits(const Graph& graph, const backends::BackendConfig& backend,
+                                      const std::vector<std::string>& extra_quantizable = {},
+                                      const std::vector<const Node*>& skip_nodes = {});
+
+// The output-channel axis of the weight in slot `slot` of `node` for per-channel quantization:
+// 0 for Conv and Gemm with transB=1, 1 for ConvTranspose (ONNX weight [C_in, C_out/groups, ...])
+// and Gemm with transB=0, the last axis for MatMul's constant right operand; -1 when the weight
+// has no channel axis to quantize along (a scalar, a 1-D operand).
+int64_t weightChannelAxis(const Node& node, size_t slot, const at::Tensor& weight);
+
+// True when `v` is a constant: an initializer or the output of a Constant node.
+bool isConstant(const Value* v);
+
+}  // namespace qforge::passes
