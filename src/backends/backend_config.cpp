@@ -249,6 +249,27 @@ nlohmann::json resolveDocument(const std::string& name_or_path, std::vector<std:
 
 }  // namespace
 
+QuantSpec parseQuantSpec(const nlohmann::json& object, const std::string& where,
+                         const std::string& path) {
+  return parseSpec(JsonReader(object, where, path));
+}
+
+nlohmann::json toJson(const QuantSpec& spec) {
+  static const char* const kRounding[] = {"half_to_even", "half_away_from_zero", "half_up",
+                                          "floor"};
+  return {{"bits", spec.scheme.bits},
+          {"symmetric", spec.scheme.symmetric},
+          {"symmetric_range", spec.scheme.symmetric_range},
+          {"unsigned", spec.scheme.is_unsigned},
+          {"per_channel", spec.scheme.axis >= 0},
+          {"power_of_two", spec.scheme.power_of_two_scale},
+          {"rounding", kRounding[static_cast<int>(spec.scheme.rounding)]},
+          {"observer", spec.observer},
+          {"observer_options", spec.observer_options},
+          {"fake_quantizer", spec.fake_quantizer},
+          {"fake_quantizer_options", spec.fake_quantizer_options}};
+}
+
 BackendConfig parseBackendConfig(const nlohmann::json& document, const std::string& where) {
   JsonReader r(document, where);
   BackendConfig config;

@@ -107,6 +107,11 @@ struct BackendConfig {
 // `resolve_base` returns the JSON of the backend named by "extends" (built-ins by default).
 BackendConfig parseBackendConfig(const nlohmann::json& document, const std::string& where);
 
+// A weight/activation spec from its JSON object (keys checked) and back.
+QuantSpec parseQuantSpec(const nlohmann::json& object, const std::string& where,
+                         const std::string& path);
+nlohmann::json toJson(const QuantSpec& spec);
+
 // The names of the built-in backends, in the order docs list them.
 std::vector<std::string> builtinBackendNames();
 // The JSON text of a built-in backend, or nullptr. Names are matched case-insensitively.

@@ -1,0 +1,32 @@
+// The node that stands for a fake quantizer inside a prepared graph: op "FakeQuantize" in the
+// "qforge" domain, attribute "quantizer" naming the FakeQuantizer object that runs it. Several
+// nodes may name one quantizer (qparams shared across Concat inputs). Deploy writers replace
+// these nodes with each format's own quantize/dequantize ops.
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include "exec/op_info.h"
+#include "ir/graph.h"
+#include "quant/fake_quantizer.h"
+
+namespace qforge::passes {
+
+inline constexpr const char* kQforgeDomain = "qforge";
+inline constexpr const char* kFakeQuantizeOp = "FakeQuantize";
+
+bool isFakeQuantize(const Node* node);
+// The quantizer a FakeQuantize node runs.
+std::string quantizerOf(const Node& node);
+
+// Adds a FakeQuantize node on `v` for the given uses (all uses when empty; graph outputs then
+// move too, and the new value takes `v`'s name so the model's interface does not change).
+Node* addFakeQuantizeNode(Graph& graph, Value* v, const std::string& quantizer,
+                          const std::vector<Use>& uses);
+
+// The built-in op table plus a FakeQuantize lowering that calls `lookup(quantizer name)`.
+using QuantizerLookup = std::function<quant::FakeQuantizer*(const std::string&)>;
+OpRegistry registryWithFakeQuantize(QuantizerLookup lookup);
+
+}  // namespace qforge::passes

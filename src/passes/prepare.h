@@ -1,0 +1,84 @@
+// prepare(): a float model in, a model ready to calibrate or train out. The pipeline, in order:
+//   1. Constant nodes become initializers   (later steps read Clip bounds, shapes as constants)
+//   2. fold BatchNormalization into Conv/ConvTranspose/Gemm   (before units: BN is not a unit)
+//   3. find quantization units per the backend's roles and fusions
+//   4. resolve each unit's settings: backend defaults, the user's config, first/last-layer width
+//   5. insert FakeQuantize nodes per the placement policy, and create their quantizers
+// The graph is verified after each editing step; errors name the step.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backends/backend_config.h"
+#include "exec/executor.h"
+#include "ir/graph.h"
+#include "passes/insert_fake_quant.h"
+#include "passes/quant_config.h"
+#include "passes/quant_units.h"
+#include "quant/fake_quantizer.h"
+#include "quant/registry.h"
+
+namespace qforge::passes {
+
+// What the report says about one unit.
+struct UnitSummary {
+  std::string name;
+  std::string ops;      // "Conv+Relu"
+  std::string pattern;  // fusion pattern, "" for a lone op
+  bool skipped = false;
+  UnitSettings settings;
+};
+
+struct PrepareOptions {
+  QuantConfig config;
+  bool fold_batchnorm = true;  // QAT keeps BN as its own trainable op
+  // Registries the backend's observer and fake quantizer names resolve in (built-ins when null).
+  const quant::ObserverRegistry* observers = nullptr;
+  const quant::FakeQuantizerRegistry* fake_quantizers = nullptr;
+};
+
+class PreparedModel {
+ public:
+  PreparedModel(Graph graph, backends::BackendConfig backend);
+  PreparedModel(const PreparedModel&) = delete;
+  PreparedModel& operator=(const PreparedModel&) = delete;
+
+  Graph& graph() { return graph_; }
+  const Graph& graph() const { return graph_; }
+  const backends::BackendConfig& backend() const { return backend_; }
+  const std::vector<UnitSummary>& units() const { return units_; }
+  const std::vector<QuantPoint>& points() const { return points_; }
+  // Nodes that compute in float although they are not pure data movement ("Softmax: node a,
+  // node b"), for the report.
+  const std::vector<std::string>& floatOps() const { return float_ops_; }
+
+  quant::FakeQuantizer* quantizer(const std::string& name) const;
+  std::vector<quant::FakeQuantizer*> quantizers() const;  // in point order
+
+  // Every quantizer at once. Quantizers without an observer (fixed ranges, derived biases) are
+  // off while the others calibrate, and on whenever quantization is.
+  void setMode(quant::FakeQuantMode mode);
+
+  // The executor over the prepared graph (built on first use, with the FakeQuantize op).
+  Executor& executor();
+
+ private:
+  friend std::unique_ptr<PreparedModel> prepare(Graph, const backends::BackendConfig&,
+                                                const PrepareOptions&);
+  Graph graph_;
+  backends::BackendConfig backend_;
+  std::vector<UnitSummary> units_;
+  std::vector<QuantPoint> points_;
+  std::vector<std::string> float_ops_;
+  std::map<std::string, std::unique_ptr<quant::FakeQuantizer>> quantizers_;
+  std::unique_ptr<OpRegistry> registry_;
+  std::unique_ptr<Executor> executor_;
+};
+
+std::unique_ptr<PreparedModel> prepare(Graph graph, const backends::BackendConfig& backend,
+                                       const PrepareOptions& options = {});
+
+}  // namespace qforge::passes
