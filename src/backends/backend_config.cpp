@@ -282,7 +282,8 @@ BackendConfig parseBackendConfig(const nlohmann::json& document, const std::stri
   config.activation = parseSpec(r.object("activation"));
 
   JsonReader ops = r.object("ops");
-  for (const auto& item : document.value("ops", nlohmann::json::object()).items()) {
+  const nlohmann::json op_entries = document.value("ops", nlohmann::json::object());
+  for (const auto& item : op_entries.items()) {
     config.ops[item.key()] = parseTrait(ops, item.key());
   }
   const nlohmann::json& fusions = r.get("fusions");

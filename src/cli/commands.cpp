@@ -7,6 +7,7 @@ CommandTable registerCommands(CLI::App& app) {
   table.push_back(addEvalCommand(app));
   table.push_back(addInspectCommand(app));
   table.push_back(addRunCommand(app));
+  table.push_back(addQuantizeCommand(app));
   return table;
 }
 

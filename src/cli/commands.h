@@ -19,5 +19,6 @@ int runSelected(const CLI::App& app, const CommandTable& commands);
 std::pair<CLI::App*, std::function<int()>> addEvalCommand(CLI::App& app);
 std::pair<CLI::App*, std::function<int()>> addInspectCommand(CLI::App& app);
 std::pair<CLI::App*, std::function<int()>> addRunCommand(CLI::App& app);
+std::pair<CLI::App*, std::function<int()>> addQuantizeCommand(CLI::App& app);
 
 }  // namespace qforge::cli

@@ -1,0 +1,58 @@
+#include "algos/calibrate.h"
+
+#include <chrono>
+
+#include "core/error.h"
+
+namespace qforge::algos {
+
+const Value& dataInput(const Graph& graph) {
+  std::vector<const Value*> inputs;
+  for (const Value* v : graph.inputs()) {
+    if (!v->isInitializer()) inputs.push_back(v);
+  }
+  require(!inputs.empty(), "the model has no inputs to feed data to");
+  if (inputs.size() > 1) {
+    std::string names;
+    for (const Value* v : inputs) names += (names.empty() ? "" : ", ") + v->name();
+    throw Error("calibration feeds one input, the model has " + std::to_string(inputs.size()) +
+                ": " + names);
+  }
+  return *inputs.front();
+}
+
+CalibrationResult calibrate(passes::PreparedModel& model, data::BatchLoader& loader,
+                            int64_t batches, const CalibrationProgress& progress) {
+  require(batches > 0, "calibration needs at least one batch");
+  const auto start = std::chrono::steady_clock::now();
+  const Value& input = dataInput(model.graph());
+  const std::string output = model.graph().outputs().front()->name();
+  Executor& executor = model.executor();
+  model.setMode(quant::FakeQuantMode::Calibration);
+  CalibrationResult result;
+  const int64_t planned = std::min(batches, loader.batches());
+  while (result.batches < batches) {
+    auto batch = loader.next();
+    if (!batch) break;
+    executor.run({{input.name(), batch->inputs}}, {});
+    ++result.batches;
+    result.samples += batch->inputs.size(0);
+    if (progress) progress(result.batches, planned, result.samples);
+  }
+  require(result.batches > 0, "calibration data " + loader.dataset().describe() +
+                                  " yielded no batch");
+  std::string unreached;
+  for (quant::FakeQuantizer* q : model.quantizers()) {
+    if (q->observer() != nullptr && !q->observer()->hasData()) {
+      unreached += (unreached.empty() ? "" : ", ") + q->name();
+    }
+  }
+  require(unreached.empty(), "calibration never reached these quantizers: " + unreached +
+                                 "; they are not on the path from the input to the outputs");
+  model.setMode(quant::FakeQuantMode::Quantization);
+  result.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return result;
+}
+
+}  // namespace qforge::algos

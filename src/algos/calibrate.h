@@ -1,0 +1,32 @@
+// Naive post-training calibration: observers watch `batches` batches of real data flow through
+// the prepared model in float, then every quantizer switches to quantization with what its
+// observer saw.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+
+#include "data/loader.h"
+#include "passes/prepare.h"
+
+namespace qforge::algos {
+
+// Called after each batch with (batches done, batches planned, samples done).
+using CalibrationProgress = std::function<void(int64_t, int64_t, int64_t)>;
+
+struct CalibrationResult {
+  int64_t batches = 0;
+  int64_t samples = 0;
+  double seconds = 0;
+};
+
+// Feeds up to `batches` batches from `loader` (from its current position) to the model's one
+// data input. Throws qforge::Error when the loader yields nothing, and names every quantizer
+// that saw no data (a value the calibration data never reached).
+CalibrationResult calibrate(passes::PreparedModel& model, data::BatchLoader& loader,
+                            int64_t batches, const CalibrationProgress& progress = {});
+
+// The model's single data input (initializers excluded); throws naming them when there are more.
+const Value& dataInput(const Graph& graph);
+
+}  // namespace qforge::algos

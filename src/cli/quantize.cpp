@@ -1,0 +1,297 @@
+// `qforge quantize MODEL --backend NAME|FILE --calib SOURCE --out DIR`: prepare the model for a
+// backend, calibrate it on real data (naive PTQ), and write what any runtime reads (QDQ ONNX),
+// every quantizer's parameters, and a report; with --eval, float vs quantized accuracy.
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <unistd.h>
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <filesystem>
+#include <iostream>
+#include <sstream>
+
+#include "algos/calibrate.h"
+#include "backends/backend_config.h"
+#include "cli/commands.h"
+#include "cli/eval_support.h"
+#include "core/error.h"
+#include "core/files.h"
+#include "data/dataset.h"
+#include "data/loader.h"
+#include "deploy/qdq_onnx.h"
+#include "ir/onnx_export.h"
+#include "ir/onnx_import.h"
+#include "passes/prepare.h"
+
+namespace qforge::cli {
+
+namespace {
+
+struct QuantizeOptions {
+  std::string model;
+  std::string backend;
+  std::string calib = "fashion-mnist:train";
+  int64_t calib_batches = 32;
+  int64_t calib_batch = 64;
+  std::string config;
+  std::string eval;
+  int64_t eval_limit = -1;
+  int64_t eval_batch = 100;
+  std::string out;
+  bool json = false;
+  bool quiet = false;
+};
+
+using Clock = std::chrono::steady_clock;
+
+std::shared_ptr<data::Dataset> openFor(const std::string& spec, const Graph& graph) {
+  data::DataOptions options;
+  const std::vector<int64_t> shape = sampleShape(modelInput(graph));
+  if (shape.size() == 3 && shape[0] > 0) options.image.channels = shape[0];
+  return data::openDataset(spec, options);
+}
+
+data::LoaderOptions loaderOptions(const Graph& graph, int64_t batch, int64_t limit) {
+  data::LoaderOptions o;
+  o.batch_size = batch;
+  o.limit = limit;
+  o.expected_shape = sampleShape(modelInput(graph));
+  o.expected_by = "the model input '" + modelInput(graph).name() + "'";
+  return o;
+}
+
+// Top-1 (or PSNR) of `executor` over the whole loader.
+Scores score(Executor& executor, const Graph& graph, data::BatchLoader& loader,
+             const std::string& what, bool show_progress) {
+  Scores scores;
+  scores.metric = "auto";
+  const std::string input = modelInput(graph).name();
+  const std::string output = graph.outputs().front()->name();
+  ProgressBar progress(loader.size(), show_progress);
+  const auto start = Clock::now();
+  loader.reset();
+  while (auto batch = loader.next()) {
+    at::Tensor y = executor.run({{input, batch->inputs}}, {output}).at(output);
+    if (scores.metric == "auto") {
+      scores.metric = y.dim() == 2 && batch->labels.defined() ? "top1" : "psnr";
+    }
+    scoreBatch(*batch, y, 1.0, what, scores);
+    progress.update(scores.samples, secondsSince(start));
+  }
+  return scores;
+}
+
+nlohmann::json scoreJson(const Scores& s, double seconds) {
+  nlohmann::json j{{"metric", s.metric}, {"samples", s.samples}, {"seconds", seconds}};
+  if (s.metric == "top1") {
+    j["top1"] = static_cast<double>(s.top1) / s.samples;
+    if (s.has_top5) j["top5"] = static_cast<double>(s.top5) / s.samples;
+  } else {
+    j["psnr_db"] = s.psnr_sum / s.samples;
+  }
+  return j;
+}
+
+std::string scoreText(const Scores& s) {
+  char buf[64];
+  if (s.metric == "top1") {
+    std::snprintf(buf, sizeof(buf), "top-1 %.2f%%", 100.0 * s.top1 / s.samples);
+  } else {
+    std::snprintf(buf, sizeof(buf), "psnr %.2f dB", s.psnr_sum / s.samples);
+  }
+  return buf;
+}
+
+// "0.0123" for one value, "0.00101..0.0213 (24 ch)" for per-channel parameters.
+std::string scaleText(const nlohmann::json& values) {
+  char buf[80];
+  if (values.size() == 1) {
+    std::snprintf(buf, sizeof(buf), "%.4g", values[0].get<double>());
+    return buf;
+  }
+  double lo = values[0], hi = values[0];
+  for (const auto& v : values) {
+    lo = std::min(lo, v.get<double>());
+    hi = std::max(hi, v.get<double>());
+  }
+  std::snprintf(buf, sizeof(buf), "%.3g..%.3g (%zu ch)", lo, hi, values.size());
+  return buf;
+}
+
+std::string zeroPointText(const nlohmann::json& values) {
+  if (values.size() == 1) return std::to_string(values[0].get<int64_t>());
+  int64_t lo = values[0], hi = values[0];
+  for (const auto& v : values) {
+    lo = std::min(lo, v.get<int64_t>());
+    hi = std::max(hi, v.get<int64_t>());
+  }
+  return lo == hi ? std::to_string(lo) : std::to_string(lo) + ".." + std::to_string(hi);
+}
+
+std::string pad(std::string s, size_t width) {
+  if (s.size() < width) s += std::string(width - s.size(), ' ');
+  return s;
+}
+
+std::string reportText(const nlohmann::json& report, const nlohmann::json& table) {
+  std::ostringstream out;
+  out << "model      " << report["model"].get<std::string>() << "\n";
+  out << "backend    " << report["backend"].get<std::string>() << "\n";
+  out << "units      " << report["units"].size() << " quantized units, " << table.size()
+      << " quantizers\n";
+  if (!report["float_ops"].empty()) {
+    out << "float      ops this backend leaves in float:\n";
+    for (const auto& line : report["float_ops"]) out << "             " << line.get<std::string>() << "\n";
+  }
+  size_t unit_w = 4, value_w = 5;
+  for (const auto& q : table) {
+    unit_w = std::max(unit_w, std::min<size_t>(28, q["unit"].get<std::string>().size()));
+    value_w = std::max(value_w, std::min<size_t>(28, q["value"].get<std::string>().size()));
+  }
+  out << "\n" << pad("unit", unit_w) << "  " << pad("value", value_w)
+      << "  kind        bits  scheme                         scale                  zp      observer\n";
+  for (const auto& q : table) {
+    std::string scheme = q["scheme"].get<std::string>();
+    scheme = scheme.substr(0, scheme.find(" half"));
+    out << pad(q["unit"].get<std::string>(), unit_w) << "  " << pad(q["value"].get<std::string>(), value_w)
+        << "  " << pad(q["kind"].get<std::string>(), 10) << "  " << pad(std::to_string(q["bits"].get<int>()), 4)
+        << "  " << pad(scheme, 29) << "  " << pad(scaleText(q["scale"]), 21) << "  "
+        << pad(zeroPointText(q["zero_point"]), 6) << "  " << q["observer"].get<std::string>() << "\n";
+  }
+  out << "\n";
+  if (report.contains("float")) {
+    out << "float      " << report["float_text"].get<std::string>() << "\n";
+    out << "quantized  " << report["quantized_text"].get<std::string>() << "\n";
+  }
+  const auto& s = report["seconds"];
+  char buf[200];
+  std::snprintf(buf, sizeof(buf),
+                "time       prepare %.2f s, calibrate %.2f s (%lld batches), total %.2f s, %d thread%s\n",
+                s["prepare"].get<double>(), s["calibrate"].get<double>(),
+                static_cast<long long>(report["calibration"]["batches"].get<int64_t>()),
+                s["total"].get<double>(), at::get_num_threads(), at::get_num_threads() == 1 ? "" : "s");
+  out << buf;
+  out << "wrote      " << report["files"]["model"].get<std::string>() << ", "
+      << report["files"]["quantizers"].get<std::string>() << ", "
+      << report["files"]["report"].get<std::string>() << "\n";
+  return out.str();
+}
+
+int runQuantize(const QuantizeOptions& o) {
+  const auto start = Clock::now();
+  require(o.calib_batches > 0, "--calib-batches must be at least 1");
+  require(o.calib_batch > 0, "--calib-batch must be at least 1");
+  const bool tty = !o.json && !o.quiet && ::isatty(STDERR_FILENO);
+
+  const backends::BackendConfig backend = backends::loadBackend(o.backend);
+  passes::PrepareOptions prepare_options;
+  if (!o.config.empty()) prepare_options.config = passes::loadQuantConfig(o.config);
+  Graph float_graph = importOnnxFile(o.model);
+  Graph to_prepare = importOnnxFile(o.model);
+
+  const auto prepare_start = Clock::now();
+  auto model = passes::prepare(std::move(to_prepare), backend, prepare_options);
+  const double prepare_seconds = secondsSince(prepare_start);
+
+  auto calib_data = openFor(o.calib, float_graph);
+  data::BatchLoader calib_loader(calib_data,
+                                 loaderOptions(float_graph, o.calib_batch, o.calib_batch * o.calib_batches));
+  ProgressBar calib_progress(calib_loader.size(), tty);
+  const auto calib_start = Clock::now();
+  const algos::CalibrationResult calibration = algos::calibrate(
+      *model, calib_loader, o.calib_batches, [&](int64_t, int64_t, int64_t samples) {
+        calib_progress.update(samples, secondsSince(calib_start));
+      });
+  calib_progress.clear();
+
+  nlohmann::json report;
+  report["model"] = o.model;
+  report["backend"] = backend.name;
+  report["calibration"] = {{"data", calib_data->describe()},
+                           {"batches", calibration.batches},
+                           {"samples", calibration.samples},
+                           {"batch_size", o.calib_batch}};
+  nlohmann::json units = nlohmann::json::array();
+  for (const auto& u : model->units()) {
+    units.push_back({{"name", u.name}, {"ops", u.ops}, {"pattern", u.pattern}, {"skipped", u.skipped}});
+  }
+  report["units"] = units;
+  report["float_ops"] = model->floatOps();
+  const nlohmann::json table = deploy::quantizerTable(*model);
+  report["quantizers"] = table;
+  report["seconds"] = {{"prepare", prepare_seconds}, {"calibrate", calibration.seconds}};
+
+  if (!o.eval.empty()) {
+    auto eval_data = openFor(o.eval, float_graph);
+    data::BatchLoader loader(eval_data, loaderOptions(float_graph, o.eval_batch,
+                                                      o.eval_limit < 0 ? 0 : o.eval_limit));
+    Executor float_executor(float_graph);
+    auto t = Clock::now();
+    const Scores float_scores = score(float_executor, float_graph, loader, eval_data->describe(), tty);
+    report["float"] = scoreJson(float_scores, secondsSince(t));
+    t = Clock::now();
+    const Scores quant_scores =
+        score(model->executor(), model->graph(), loader, eval_data->describe(), tty);
+    report["quantized"] = scoreJson(quant_scores, secondsSince(t));
+    report["eval_data"] = eval_data->describe();
+    report["float_text"] = scoreText(float_scores);
+    report["quantized_text"] = scoreText(quant_scores);
+    if (float_scores.metric == "top1") {
+      report["top1_drop_points"] =
+          100.0 * (float_scores.top1 - quant_scores.top1) / float_scores.samples;
+    }
+  }
+
+  // Outputs: every file written beside its final name and renamed into place.
+  std::filesystem::create_directories(o.out);
+  const std::string model_path = (std::filesystem::path(o.out) / "model.qdq.onnx").string();
+  const std::string table_path = (std::filesystem::path(o.out) / "quantizers.json").string();
+  const std::string report_path = (std::filesystem::path(o.out) / "report.json").string();
+  Graph qdq = deploy::toQdqGraph(*model);
+  exportOnnxFile(qdq, model_path);
+  writeFileAtomically(table_path, nlohmann::json{{"backend", backend.name}, {"quantizers", table}}.dump(2) + "\n");
+  report["files"] = {{"model", model_path}, {"quantizers", table_path}, {"report", report_path}};
+  report["threads"] = at::get_num_threads();
+  report["seconds"]["total"] = secondsSince(start);
+  writeFileAtomically(report_path, report.dump(2) + "\n");
+
+  if (o.json) {
+    std::cout << report.dump(2) << "\n";
+  } else {
+    std::cout << reportText(report, table);
+  }
+  return 0;
+}
+
+std::string backendList() {
+  std::string out;
+  for (const auto& n : backends::builtinBackendNames()) out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
+
+}  // namespace
+
+std::pair<CLI::App*, std::function<int()>> addQuantizeCommand(CLI::App& app) {
+  auto o = std::make_shared<QuantizeOptions>();
+  CLI::App* sub = app.add_subcommand(
+      "quantize", "Prepare a model for a backend, calibrate it (naive PTQ), write QDQ ONNX + report");
+  sub->add_option("model", o->model, "ONNX model file")->required();
+  sub->add_option("--backend", o->backend, "Built-in backend (" + backendList() + ") or a backend .json file")
+      ->required();
+  sub->add_option("--calib", o->calib, "Calibration data (same sources as eval --data)")
+      ->capture_default_str();
+  sub->add_option("--calib-batches", o->calib_batches, "Number of calibration batches")
+      ->capture_default_str();
+  sub->add_option("--calib-batch", o->calib_batch, "Calibration batch size")->capture_default_str();
+  sub->add_option("--config", o->config, "Quantization config (.json, .yaml): overrides per node");
+  sub->add_option("--eval", o->eval, "Evaluate float and quantized models on this data");
+  sub->add_option("--eval-limit", o->eval_limit, "Evaluate only the first N samples");
+  sub->add_option("--eval-batch", o->eval_batch, "Evaluation batch size")->capture_default_str();
+  sub->add_option("--out", o->out, "Output directory")->required();
+  sub->add_flag("--json", o->json, "Print the report as JSON");
+  sub->add_flag("--quiet,-q", o->quiet, "No progress bars");
+  return {sub, [o] { return runQuantize(*o); }};
+}
+
+}  // namespace qforge::cli

@@ -1,0 +1,231 @@
+#include "deploy/qdq_onnx.h"
+
+#include <ATen/ATen.h>
+#include <onnx/onnx_pb.h>
+
+#include "core/error.h"
+#include "ir/onnx_export.h"
+#include "ir/onnx_import.h"
+#include "passes/fake_quantize_node.h"
+#include "quant/fake_quantizers/derived_bias.h"
+
+namespace qforge::deploy {
+
+using passes::PointKind;
+using passes::QuantPoint;
+
+namespace {
+
+Graph copyGraph(const Graph& graph) {
+  onnx::ModelProto proto = exportOnnxModel(graph);
+  return importOnnxModel(proto, "");
+}
+
+// Scale / zero point shaped to broadcast along `axis` of a rank-`rank` tensor.
+at::Tensor alongAxis(const at::Tensor& t, int64_t axis, int64_t rank) {
+  if (axis < 0 || t.numel() == 1) return t.reshape({});
+  std::vector<int64_t> shape(static_cast<size_t>(rank), 1);
+  shape[static_cast<size_t>(axis)] = t.numel();
+  return t.reshape(shape);
+}
+
+class Lowerer {
+ public:
+  Lowerer(Graph& graph, passes::PreparedModel& model) : graph_(graph), model_(model) {}
+
+  void lower(Node* fq) {
+    const std::string name = passes::quantizerOf(*fq);
+    quant::FakeQuantizer* q = model_.quantizer(name);
+    require(q != nullptr, fq->describe() + ": no quantizer '" + name + "'");
+    const QuantPoint* point = pointOf(name);
+    require(q->kind() != "NNIE", "quantizer '" + name +
+                                     "' uses NNIE's logarithmic grid, which ONNX's affine "
+                                     "QuantizeLinear cannot express; deploy it with the NNIE writer");
+    Value* x = fq->input(0);
+    Value* y = fq->output(0);
+    if (auto* bias = dynamic_cast<quant::DerivedBiasFakeQuantizer*>(q)) {
+      return lowerDerivedBias(fq, x, y, *bias);
+    }
+    const quant::QParams params = q->qparams();
+    const quant::QScheme& scheme = q->scheme();
+    if (x->isInitializer() && point != nullptr &&
+        (point->kind == PointKind::Weight || point->kind == PointKind::Bias)) {
+      // Bake the quantizer's own output in: exact for learned rounding, on the grid for Q/DQ.
+      at::Tensor w = q->forward(x->initializer()).detach();
+      Value* baked = graph_.addInitializer(graph_.uniqueName(x->name() + "_quantized"), w);
+      graph_.setInput(fq, 0, baked);
+      x = baked;
+    }
+    const int64_t rank = x->isInitializer() ? x->initializer().dim() : -1;
+    const bool eight_bit = scheme.bits == 8 && scheme.rounding == quant::RoundingMode::HalfToEven;
+    const std::string base = graph_.uniqueName(name);
+    Value* out;
+    if (eight_bit) {
+      out = quantizeDequantize(x, params, scheme, base);
+    } else {
+      out = arithmetic(x, params, scheme, base, rank);
+    }
+    replace(fq, y, out);
+  }
+
+ private:
+  const QuantPoint* pointOf(const std::string& quantizer) const {
+    for (const QuantPoint& p : model_.points()) {
+      if (p.quantizer == quantizer) return &p;
+    }
+    return nullptr;
+  }
+
+  Value* constant(const std::string& name, const at::Tensor& t) {
+    return graph_.addInitializer(graph_.uniqueName(name), t.contiguous());
+  }
+
+  Value* quantizeDequantize(Value* x, const quant::QParams& p, const quant::QScheme& s,
+                            const std::string& base) {
+    const bool per_channel = s.perChannel() && p.scale.numel() > 1;
+    const at::ScalarType zp_type = s.is_unsigned ? at::kByte : at::kChar;
+    Value* scale = constant(base + "_scale", per_channel ? p.scale : p.scale.reshape({}));
+    at::Tensor zp_values = p.zero_point.to(zp_type);
+    Value* zp = constant(base + "_zero_point", per_channel ? zp_values : zp_values.reshape({}));
+    Node* q = graph_.addNode("QuantizeLinear", {x, scale, zp}, {graph_.uniqueName(base + "_q")},
+                             graph_.uniqueName(base + "/QuantizeLinear"));
+    Node* dq = graph_.addNode("DequantizeLinear", {q->output(0), scale, zp},
+                              {graph_.uniqueName(base + "_dq")},
+                              graph_.uniqueName(base + "/DequantizeLinear"));
+    if (per_channel) {
+      q->attributes.set(Attribute::makeInt("axis", s.axis));
+      dq->attributes.set(Attribute::makeInt("axis", s.axis));
+    }
+    return dq->output(0);
+  }
+
+  Node* op(const std::string& type, const std::vector<Value*>& inputs, const std::string& base) {
+    return graph_.addNode(type, inputs, {graph_.uniqueName(base + "_" + type)},
+                          graph_.uniqueName(base + "/" + type));
+  }
+
+  // x/s rounded per the scheme, shifted by the zero point, clipped to the grid, and back.
+  Value* arithmetic(Value* x, const quant::QParams& p, const quant::QScheme& s,
+                    const std::string& base, int64_t rank) {
+    const bool per_channel = s.perChannel() && p.scale.numel() > 1;
+    require(!per_channel || rank > 0, "quantizer '" + base +
+                                          "': a per-channel activation cannot be lowered");
+    Value* scale = constant(base + "_scale", alongAxis(p.scale.to(at::kFloat), per_channel ? s.axis : -1, rank));
+    Value* zp = constant(base + "_zero_point",
+                         alongAxis(p.zero_point.to(at::kFloat), per_channel ? s.axis : -1, rank));
+    Value* v = op("Div", {x, scale}, base)->output(0);
+    switch (s.rounding) {
+      case quant::RoundingMode::HalfToEven:
+        v = op("Round", {v}, base)->output(0);
+        break;
+      case quant::RoundingMode::HalfUp:
+        v = op("Floor", {op("Add", {v, constant(base + "_half", at::scalar_tensor(0.5f))}, base)->output(0)}, base)->output(0);
+        break;
+      case quant::RoundingMode::Floor:
+        v = op("Floor", {v}, base)->output(0);
+        break;
+      case quant::RoundingMode::HalfAwayFromZero: {
+        Value* sign = op("Sign", {v}, base)->output(0);
+        Value* mag = op("Abs", {v}, base)->output(0);
+        mag = op("Add", {mag, constant(base + "_half", at::scalar_tensor(0.5f))}, base)->output(0);
+        mag = op("Floor", {mag}, base)->output(0);
+        v = op("Mul", {sign, mag}, base)->output(0);
+        break;
+      }
+    }
+    v = op("Add", {v, zp}, base)->output(0);
+    Value* lo = constant(base + "_qmin", at::scalar_tensor(static_cast<float>(s.qmin())));
+    Value* hi = constant(base + "_qmax", at::scalar_tensor(static_cast<float>(s.qmax())));
+    v = op("Clip", {v, lo, hi}, base)->output(0);
+    v = op("Sub", {v, zp}, base)->output(0);
+    return op("Mul", {v, scale}, base)->output(0);
+  }
+
+  void lowerDerivedBias(Node* fq, Value* x, Value* y, quant::DerivedBiasFakeQuantizer& q) {
+    require(x->isInitializer(), "bias quantizer '" + q.name() + "' must read an initializer");
+    const quant::QParams p = q.qparams();
+    const at::Tensor scale = p.scale.to(at::kDouble);
+    const double limit = std::ldexp(1.0, q.bits() - 1);
+    at::Tensor levels =
+        at::clamp(at::round(x->initializer().to(at::kDouble) / scale), -limit, limit - 1);
+    Value* stored = constant(x->name() + "_int32", levels.to(at::kInt));
+    Value* s = constant(x->name() + "_scale", p.scale.numel() > 1 ? p.scale : p.scale.reshape({}));
+    Value* zp = constant(x->name() + "_zero_point",
+                         p.scale.numel() > 1 ? at::zeros({p.scale.numel()}, at::kInt)
+                                             : at::zeros({}, at::kInt));
+    Node* dq = graph_.addNode("DequantizeLinear", {stored, s, zp},
+                              {graph_.uniqueName(x->name() + "_dq")},
+                              graph_.uniqueName(q.name() + "/DequantizeLinear"));
+    if (p.scale.numel() > 1) dq->attributes.set(Attribute::makeInt("axis", 0));
+    replace(fq, y, dq->output(0));
+  }
+
+  // Readers of the FakeQuantize node's output now read `out`; the node goes. A graph output keeps
+  // its name.
+  void replace(Node* fq, Value* y, Value* out) {
+    const bool is_output = graph_.isGraphOutput(y);
+    graph_.replaceAllUsesWith(y, out, true);
+    const std::string name = y->name();
+    graph_.removeNode(fq);
+    if (is_output) graph_.renameValue(out, name);
+  }
+
+  Graph& graph_;
+  passes::PreparedModel& model_;
+};
+
+}  // namespace
+
+Graph toQdqGraph(passes::PreparedModel& model) {
+  Graph graph = copyGraph(model.graph());
+  Lowerer lowerer(graph, model);
+  for (Node* n : graph.topologicalOrder()) {
+    if (passes::isFakeQuantize(n)) lowerer.lower(n);
+  }
+  graph.model.opset_imports.erase(passes::kQforgeDomain);
+  // Per-channel QuantizeLinear needs opset 13; older models are raised only when they need it.
+  if (graph.model.opsetFor("") < 13) {
+    for (const Node* n : graph.nodes()) {
+      require(!(n->opType() == "QuantizeLinear" && n->attributes.has("axis")),
+              "per-channel quantization needs ONNX opset 13; the model has opset " +
+                  std::to_string(graph.model.opsetFor("")) + ": convert it to opset 13 first");
+    }
+  }
+  graph.eliminateDeadCode();
+  return graph;
+}
+
+nlohmann::json quantizerTable(passes::PreparedModel& model) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const QuantPoint& p : model.points()) {
+    quant::FakeQuantizer* q = model.quantizer(p.quantizer);
+    const quant::QParams params = q->qparams();
+    nlohmann::json entry = {{"name", p.quantizer},
+                            {"kind", passes::toString(p.kind)},
+                            {"value", p.value},
+                            {"unit", p.unit},
+                            {"nodes", p.nodes},
+                            {"fake_quantizer", q->kind()},
+                            {"observer", q->observer() ? q->observer()->kind() : ""}};
+    if (auto* bias = dynamic_cast<quant::DerivedBiasFakeQuantizer*>(q)) {
+      entry["scheme"] = "int" + std::to_string(bias->bits()) + " symmetric, scale = s_input * s_weight";
+      entry["bits"] = bias->bits();
+    } else {
+      entry["scheme"] = q->scheme().str();
+      entry["bits"] = q->scheme().bits;
+      entry["axis"] = q->scheme().axis;
+      entry["unsigned"] = q->scheme().is_unsigned;
+      entry["symmetric"] = q->scheme().symmetric;
+      entry["qmin"] = q->scheme().qmin();
+      entry["qmax"] = q->scheme().qmax();
+    }
+    const at::Tensor scale = params.scale.to(at::kDouble).contiguous();
+    const at::Tensor zp = params.zero_point.to(at::kLong).contiguous();
+    entry["scale"] = std::vector<double>(scale.data_ptr<double>(), scale.data_ptr<double>() + scale.numel());
+    entry["zero_point"] = std::vector<int64_t>(zp.data_ptr<int64_t>(), zp.data_ptr<int64_t>() + zp.numel());
+    out.push_back(entry);
+  }
+  return out;
+}
+
+}  // namespace qforge::deploy

@@ -1,0 +1,25 @@
+// Standard ONNX from a prepared model: every FakeQuantize node becomes what any ONNX runtime
+// runs. 8-bit affine points with round-half-to-even become QuantizeLinear -> DequantizeLinear;
+// other widths and rounding rules become the same arithmetic in plain float ops
+// (Div, Round|Floor, Add, Clip, Sub, Mul), so the file is exact for every scheme. Weights are
+// stored already fake-quantized (so learned rounding such as AdaRound survives); int32 biases are
+// stored as int32 with a DequantizeLinear.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+
+#include "ir/graph.h"
+#include "passes/prepare.h"
+
+namespace qforge::deploy {
+
+// A new graph; the prepared model is not changed (its quantizers must hold parameters).
+// Throws qforge::Error naming the quantizer for one that is not affine (NNIE's log grid).
+Graph toQdqGraph(passes::PreparedModel& model);
+
+// Every quantizer: kind, value, unit, scheme, observer, fake quantizer, scale and zero point.
+nlohmann::json quantizerTable(passes::PreparedModel& model);
+
+}  // namespace qforge::deploy
