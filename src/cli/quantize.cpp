@@ -20,6 +20,7 @@
 #include "data/dataset.h"
 #include "data/loader.h"
 #include "deploy/qdq_onnx.h"
+#include "deploy/writer_registry.h"
 #include "ir/onnx_export.h"
 #include "ir/onnx_import.h"
 #include "passes/prepare.h"
@@ -172,9 +173,10 @@ std::string reportText(const nlohmann::json& report, const nlohmann::json& table
                 static_cast<long long>(report["calibration"]["batches"].get<int64_t>()),
                 s["total"].get<double>(), at::get_num_threads(), at::get_num_threads() == 1 ? "" : "s");
   out << buf;
-  out << "wrote      " << report["files"]["model"].get<std::string>() << ", "
-      << report["files"]["quantizers"].get<std::string>() << ", "
-      << report["files"]["report"].get<std::string>() << "\n";
+  out << "wrote     ";
+  for (const auto& f : report["files"]) out << " " << f.get<std::string>();
+  out << "\n";
+  if (report.contains("deploy_note")) out << "note       " << report["deploy_note"].get<std::string>() << "\n";
   return out.str();
 }
 
@@ -245,13 +247,20 @@ int runQuantize(const QuantizeOptions& o) {
 
   // Outputs: every file written beside its final name and renamed into place.
   std::filesystem::create_directories(o.out);
-  const std::string model_path = (std::filesystem::path(o.out) / "model.qdq.onnx").string();
-  const std::string table_path = (std::filesystem::path(o.out) / "quantizers.json").string();
   const std::string report_path = (std::filesystem::path(o.out) / "report.json").string();
-  Graph qdq = deploy::toQdqGraph(*model);
-  exportOnnxFile(qdq, model_path);
-  writeFileAtomically(table_path, nlohmann::json{{"backend", backend.name}, {"quantizers", table}}.dump(2) + "\n");
-  report["files"] = {{"model", model_path}, {"quantizers", table_path}, {"report", report_path}};
+  deploy::WriterRegistry writers;
+  deploy::registerBuiltinWriters(writers);
+  std::vector<std::string> written = writers.get("qdq")(*model, o.out);
+  if (backend.deploy_format != "qdq") {
+    if (writers.has(backend.deploy_format)) {
+      for (const auto& f : writers.get(backend.deploy_format)(*model, o.out)) written.push_back(f);
+    } else {
+      report["deploy_note"] = "no '" + backend.deploy_format +
+                              "' writer is built in yet; wrote the QDQ ONNX model only";
+    }
+  }
+  report["files"] = written;
+  report["files"].push_back(report_path);
   report["threads"] = at::get_num_threads();
   report["seconds"]["total"] = secondsSince(start);
   writeFileAtomically(report_path, report.dump(2) + "\n");

@@ -1,0 +1,44 @@
+#include "deploy/writer_registry.h"
+
+#include <filesystem>
+
+#include "core/error.h"
+#include "core/files.h"
+#include "deploy/qdq_onnx.h"
+#include "ir/onnx_export.h"
+
+namespace qforge::deploy {
+
+void WriterRegistry::add(const std::string& format, DeployWriter writer) {
+  require(!format.empty() && writer != nullptr, "a deploy writer needs a name and a function");
+  writers_[format] = std::move(writer);
+}
+
+const DeployWriter& WriterRegistry::get(const std::string& format) const {
+  auto it = writers_.find(format);
+  if (it != writers_.end()) return it->second;
+  std::string known;
+  for (const auto& f : formats()) known += (known.empty() ? "" : ", ") + f;
+  throw Error("no deploy writer for format '" + format + "' (known: " + known + ")");
+}
+
+std::vector<std::string> WriterRegistry::formats() const {
+  std::vector<std::string> out;
+  for (const auto& [name, writer] : writers_) out.push_back(name);
+  return out;
+}
+
+void registerBuiltinWriters(WriterRegistry& registry) {
+  registry.add("qdq", [](passes::PreparedModel& model, const std::string& out_dir) {
+    const std::filesystem::path dir(out_dir);
+    const std::string model_path = (dir / "model.qdq.onnx").string();
+    const std::string table_path = (dir / "quantizers.json").string();
+    exportOnnxFile(toQdqGraph(model), model_path);
+    const nlohmann::json table{{"backend", model.backend().name},
+                               {"quantizers", quantizerTable(model)}};
+    writeFileAtomically(table_path, table.dump(2) + "\n");
+    return std::vector<std::string>{model_path, table_path};
+  });
+}
+
+}  // namespace qforge::deploy
