@@ -1,0 +1,253 @@
+// Placement of fake quantizers on tiny graphs: structure (where the FakeQuantize nodes are, which
+// quantizer each runs) and numerics (outputs against PyTorch's own fake_quantize ops with
+// closed-form MinMax parameters).
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "passes/fake_quantize_node.h"
+#include "passes/prepare.h"
+#include "support/quant_graphs.h"
+
+namespace qforge::testing {
+namespace {
+
+using passes::PointKind;
+
+std::vector<const Node*> fakeQuantizeNodes(const Graph& g) {
+  std::vector<const Node*> out;
+  for (const Node* n : g.nodes()) {
+    if (passes::isFakeQuantize(n)) out.push_back(n);
+  }
+  return out;
+}
+
+// The quantizer between `v`'s producer side and `consumer`'s input `slot`, or "".
+std::string quantizerBefore(const Graph& g, const std::string& consumer, size_t slot) {
+  const Node* n = g.findNode(consumer);
+  const Value* in = n ? n->input(slot) : nullptr;
+  if (in == nullptr || !passes::isFakeQuantize(in->producer())) return "";
+  return passes::quantizerOf(*in->producer());
+}
+
+float toFloat(double v) { return static_cast<float>(v); }
+
+TEST(InsertFakeQuant, InputsPlacementQuantizesWeightsAndWhatEachUnitReads) {
+  auto m = passes::prepare(convReluConv(), tinyBackend());
+  const Graph& g = m->graph();
+  EXPECT_EQ(fakeQuantizeNodes(g).size(), 4u);
+  ASSERT_EQ(m->points().size(), 4u);
+  EXPECT_EQ(quantizerBefore(g, "conv1", 0), "x");
+  EXPECT_EQ(quantizerBefore(g, "conv1", 1), "w1");
+  EXPECT_EQ(quantizerBefore(g, "conv2", 0), "r");  // after the fused ReLU, not between
+  EXPECT_EQ(quantizerBefore(g, "conv2", 1), "w2");
+  EXPECT_EQ(quantizerBefore(g, "relu", 0), "");    // nothing inside the Conv+Relu unit
+  EXPECT_EQ(m->units().size(), 2u);
+  EXPECT_EQ(m->units()[0].ops, "Conv+Relu");
+  EXPECT_EQ(m->quantizer("w1")->scheme().axis, 0);
+  EXPECT_EQ(m->quantizer("x")->scheme().axis, -1);
+  EXPECT_EQ(g.outputs().front()->name(), "y");  // graph output untouched
+}
+
+TEST(InsertFakeQuant, QuantizedOutputMatchesPyTorchFakeQuantizeReference) {
+  Graph reference_graph = convReluConv();
+  const at::Tensor w1 = reference_graph.value("w1")->initializer();
+  const at::Tensor b1 = reference_graph.value("b1")->initializer();
+  const at::Tensor w2 = reference_graph.value("w2")->initializer();
+  auto m = passes::prepare(convReluConv(), tinyBackend());
+  const at::Tensor x = at::randn({2, 2, 5, 5});
+  calibrateOn(*m, x);
+  const at::Tensor y = m->executor().run({{"x", x}}).at("y");
+
+  // Independent reference: ATen's conv2d/relu and PyTorch's fake_quantize kernels, with MinMax
+  // parameters computed here from the data.
+  // Calibration runs the float model (every quantizer off), so each activation's range is the
+  // float network's.
+  auto fq_act = [](const at::Tensor& t, const at::Tensor& calibrated_on) {
+    const float s = toFloat(asymmetricScale(calibrated_on));
+    return at::fake_quantize_per_tensor_affine(t, s, asymmetricZeroPoint(calibrated_on, s), 0,
+                                               255);
+  };
+  auto fq_weight = [](const at::Tensor& w) {
+    const at::Tensor s = symmetricScalesPerChannel(w).to(at::kFloat);
+    return at::fake_quantize_per_channel_affine(w, s, at::zeros({w.size(0)}, at::kInt), 0, -128,
+                                                127);
+  };
+  const at::Tensor float_h = at::relu(at::conv2d(x, w1, b1, 1, 1));
+  const at::Tensor h = at::relu(at::conv2d(fq_act(x, x), fq_weight(w1), b1, 1, 1));
+  const at::Tensor expected = at::conv2d(fq_act(h, float_h), fq_weight(w2));
+  EXPECT_TRUE(at::allclose(y, expected, 1e-5, 1e-5)) << (y - expected).abs().max();
+  // And quantization changed something: the test would notice a no-op quantizer.
+  const at::Tensor float_y = at::conv2d(float_h, w2);
+  EXPECT_GT((y - float_y).abs().max().item<double>(), 1e-4);
+}
+
+TEST(InsertFakeQuant, OutputsPlacementQuantizesUnitOutputsAndKeepsGraphOutputNames) {
+  auto m = passes::prepare(
+      convReluConv(),
+      tinyBackend({{"placement", {{"unit_inputs", false}, {"unit_outputs", true}, {"graph_inputs", true}}}}));
+  const Graph& g = m->graph();
+  // x (graph input), w1, r (unit 1 output), w2, y (unit 2 output, a graph output).
+  EXPECT_EQ(fakeQuantizeNodes(g).size(), 5u);
+  EXPECT_EQ(quantizerBefore(g, "conv1", 0), "x");
+  EXPECT_EQ(quantizerBefore(g, "conv2", 0), "r");
+  ASSERT_EQ(g.outputs().size(), 1u);
+  const Value* out = g.outputs().front();
+  EXPECT_EQ(out->name(), "y");
+  ASSERT_TRUE(passes::isFakeQuantize(out->producer()));
+  EXPECT_EQ(passes::quantizerOf(*out->producer()), "y");
+}
+
+TEST(InsertFakeQuant, AValueReadByTwoUnitsGetsOneQuantizer) {
+  Graph g;
+  Value* x = g.addValue("x");
+  g.addInput(x);
+  Node* a = g.addNode("Conv", {x, g.addInitializer("wa", at::randn({2, 2, 1, 1}))}, {"a"}, "ca");
+  Node* b = g.addNode("Conv", {x, g.addInitializer("wb", at::randn({2, 2, 1, 1}))}, {"b"}, "cb");
+  Node* add = g.addNode("Add", {a->output(0), b->output(0)}, {"y"}, "add");
+  g.addOutput(add->output(0));
+  auto m = passes::prepare(std::move(g), tinyBackend());
+  const Graph& p = m->graph();
+  EXPECT_EQ(quantizerBefore(p, "ca", 0), "x");
+  EXPECT_EQ(quantizerBefore(p, "cb", 0), "x");
+  EXPECT_EQ(p.findNode("ca")->input(0), p.findNode("cb")->input(0));  // one node, not two
+  EXPECT_EQ(quantizerBefore(p, "add", 0), "a");
+  EXPECT_EQ(quantizerBefore(p, "add", 1), "b");
+  EXPECT_EQ(fakeQuantizeNodes(p).size(), 5u);
+}
+
+TEST(InsertFakeQuant, SharesInputOpsCarryTheirInputsQuantizer) {
+  Graph g;
+  Value* x = g.addValue("x");
+  g.addInput(x);
+  Node* c1 = g.addNode("Conv", {x, g.addInitializer("w1", at::randn({2, 2, 1, 1}))}, {"c1"}, "conv1");
+  Node* pool = g.addNode("MaxPool", {c1->output(0)}, {"p"}, "pool");
+  pool->attributes.set(Attribute::makeInts("kernel_shape", {2, 2}));
+  Node* c2 = g.addNode("Conv", {pool->output(0), g.addInitializer("w2", at::randn({2, 2, 1, 1}))}, {"y"}, "conv2");
+  g.addOutput(c2->output(0));
+  auto m = passes::prepare(
+      std::move(g), tinyBackend({{"placement", {{"unit_inputs", true}, {"unit_outputs", true}}}}));
+  const Graph& p = m->graph();
+  EXPECT_EQ(quantizerBefore(p, "pool", 0), "c1");
+  EXPECT_EQ(quantizerBefore(p, "conv2", 0), "");  // MaxPool output counts as quantized
+  // x, w1, c1, w2, y
+  EXPECT_EQ(fakeQuantizeNodes(p).size(), 5u);
+}
+
+TEST(InsertFakeQuant, ConcatInputsShareOneQuantizerWhoseRangeCoversBoth) {
+  Graph g;
+  Value* x = g.addValue("x");
+  g.addInput(x);
+  Node* a = g.addNode("Relu", {x}, {"a"}, "ra");
+  Node* neg = g.addNode("Neg", {x}, {"n"}, "neg");
+  Node* cat = g.addNode("Concat", {a->output(0), neg->output(0)}, {"y"}, "cat");
+  cat->attributes.set(Attribute::makeInt("axis", 1));
+  g.addOutput(cat->output(0));
+  auto m = passes::prepare(std::move(g), tinyBackend({{"constraints", {{"concat_shared_scale", true}}}}));
+  const Graph& p = m->graph();
+  const std::string q0 = quantizerBefore(p, "cat", 0);
+  EXPECT_FALSE(q0.empty());
+  EXPECT_EQ(q0, quantizerBefore(p, "cat", 1));
+  EXPECT_EQ(m->points().size(), 1u);
+  const at::Tensor xin = at::tensor({-3.0f, 0.5f, 1.0f, 2.0f}).reshape({1, 4});
+  m->setMode(quant::FakeQuantMode::Calibration);
+  m->executor().run({{"x", xin}});
+  m->setMode(quant::FakeQuantMode::Quantization);
+  // relu(x) spans [0, 2], -x spans [-2, 3]: the shared range is [-2, 3].
+  EXPECT_NEAR(m->quantizer(q0)->qparams().scaleValue(), 5.0 / 255, 1e-7);
+}
+
+TEST(InsertFakeQuant, UnsignedGridAfterReluWhenTheBackendAsks) {
+  auto m = passes::prepare(
+      convReluConv(),
+      tinyBackend({{"activation", {{"symmetric", true}, {"unsigned", false}}},
+                   {"constraints", {{"unsigned_after_relu", true}}}}));
+  EXPECT_FALSE(m->quantizer("x")->scheme().is_unsigned);  // graph input: could be negative
+  EXPECT_TRUE(m->quantizer("r")->scheme().is_unsigned);   // after the fused ReLU
+  EXPECT_EQ(m->quantizer("r")->scheme().qmax(), 255);
+}
+
+TEST(InsertFakeQuant, FirstAndLastUnitsKeepTheirWidth) {
+  Graph g = convReluConv();
+  // Insert a third conv between relu and conv2 so there is a middle unit.
+  Node* conv2 = g.findNode("conv2");
+  Node* mid = g.addNode("Conv", {g.value("r"), g.addInitializer("wm", at::randn({3, 3, 1, 1}))}, {"m"}, "mid");
+  g.setInput(conv2, 0, mid->output(0));
+  auto m = passes::prepare(std::move(g),
+                           tinyBackend({{"weight", {{"bits", 4}}},
+                                        {"activation", {{"bits", 4}}},
+                                        {"constraints", {{"first_last_bits", 8}}}}));
+  EXPECT_EQ(m->quantizer("w1")->scheme().bits, 8);
+  EXPECT_EQ(m->quantizer("x")->scheme().bits, 8);
+  EXPECT_EQ(m->quantizer("wm")->scheme().bits, 4);
+  EXPECT_EQ(m->quantizer("r")->scheme().bits, 4);
+  EXPECT_EQ(m->quantizer("w2")->scheme().bits, 8);
+  EXPECT_EQ(m->quantizer("m")->scheme().bits, 8);
+}
+
+TEST(InsertFakeQuant, DerivedBiasUsesInputTimesWeightScale) {
+  Graph source = convReluConv();
+  const at::Tensor b1 = source.value("b1")->initializer().clone();
+  auto m = passes::prepare(std::move(source),
+                           tinyBackend({{"constraints", {{"bias", {{"mode", "derived"}, {"bits", 8}}}}}}));
+  ASSERT_NE(m->quantizer("b1"), nullptr);
+  const at::Tensor x = at::randn({2, 2, 5, 5});
+  calibrateOn(*m, x);
+  const at::Tensor s = (m->quantizer("x")->qparams().scale.to(at::kDouble) *
+                        m->quantizer("w1")->qparams().scale.to(at::kDouble));
+  const at::Tensor got = m->quantizer("b1")->forward(b1);
+  const at::Tensor expected = (at::clamp(at::round(b1.to(at::kDouble) / s), -128, 127) * s).to(at::kFloat);
+  EXPECT_TRUE(at::allclose(got, expected, 0, 1e-7));
+  EXPECT_FALSE(at::equal(got, b1));
+}
+
+TEST(InsertFakeQuant, FixedRoleUsesTheFunctionsKnownRange) {
+  Graph g;
+  Value* x = g.addValue("x");
+  g.addInput(x);
+  Node* s = g.addNode("Sigmoid", {x}, {"y"}, "sig");
+  g.addOutput(s->output(0));
+  auto m = passes::prepare(std::move(g), tinyBackend());
+  ASSERT_EQ(m->points().size(), 1u);
+  EXPECT_EQ(m->points()[0].kind, PointKind::FixedOutput);
+  m->setMode(quant::FakeQuantMode::Quantization);  // nothing to calibrate
+  const at::Tensor xin = at::randn({64}) * 4;
+  const at::Tensor y = m->executor().run({{"x", xin}}).at("y");
+  const at::Tensor expected = at::fake_quantize_per_tensor_affine(at::sigmoid(xin), 1.0 / 256, 0, 0, 255);
+  EXPECT_TRUE(at::equal(y, expected));
+}
+
+TEST(InsertFakeQuant, SkippedUnitsAndUnknownOpsStayFloatAndAreReported) {
+  Graph g = convReluConv();
+  Node* conv2 = g.findNode("conv2");
+  Node* sm = g.addNode("Softmax", {conv2->output(0)}, {"probs"}, "softmax");
+  g.setOutputs({sm->output(0)});
+  passes::PrepareOptions options;
+  options.config = passes::parseQuantConfig(
+      nlohmann::json{{"overrides", {{{"name", "conv2"}, {"skip", true}}}}}, "test config");
+  auto m = passes::prepare(std::move(g), tinyBackend(), options);
+  EXPECT_EQ(quantizerBefore(m->graph(), "conv2", 0), "");
+  EXPECT_EQ(quantizerBefore(m->graph(), "conv2", 1), "");
+  EXPECT_EQ(m->points().size(), 2u);  // x and w1
+  ASSERT_EQ(m->units().size(), 2u);
+  EXPECT_TRUE(m->units()[1].skipped);
+  const auto& floats = m->floatOps();
+  EXPECT_TRUE(std::any_of(floats.begin(), floats.end(),
+                          [](const std::string& l) { return l.rfind("Softmax", 0) == 0; }));
+}
+
+TEST(InsertFakeQuant, CalibrationIsRequiredBeforeQuantizing) {
+  auto m = passes::prepare(convReluConv(), tinyBackend());
+  m->setMode(quant::FakeQuantMode::Quantization);
+  try {
+    m->executor().run({{"x", at::randn({1, 2, 5, 5})}});
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("run calibration first"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace qforge::testing

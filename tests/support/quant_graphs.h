@@ -1,0 +1,76 @@
+// Tiny graphs and backends for the quantization pass tests.
+#pragma once
+
+#include <ATen/ATen.h>
+#include <nlohmann/json.hpp>
+
+#include <string>
+
+#include "backends/backend_config.h"
+#include "ir/graph.h"
+#include "passes/prepare.h"
+
+namespace qforge::testing {
+
+// A backend document with 8-bit symmetric per-channel weights, 8-bit activations, MinMax
+// observers and Fixed quantizers; `patch` is merged over it (objects key by key).
+inline backends::BackendConfig tinyBackend(const nlohmann::json& patch = nlohmann::json::object()) {
+  nlohmann::json doc = {
+      {"name", "Tiny"},
+      {"weight",
+       {{"bits", 8}, {"symmetric", true}, {"per_channel", true}, {"observer", "MinMax"},
+        {"fake_quantizer", "Fixed"}}},
+      {"activation",
+       {{"bits", 8}, {"symmetric", false}, {"unsigned", true}, {"observer", "MinMax"},
+        {"fake_quantizer", "Fixed"}}},
+      {"ops",
+       {{"Conv", "quantizable"}, {"Gemm", "quantizable"}, {"MaxPool", "shares_input"},
+        {"Concat", "quantizable"}, {"Add", "quantizable"},
+        {"Sigmoid", {{"role", "fixed"}, {"scale", 1.0 / 256}, {"zero_point", 0}, {"unsigned", true}}}}},
+      {"fusions", {{"Conv", "Relu?"}, {"Gemm"}}},
+      {"placement", {{"unit_inputs", true}, {"unit_outputs", false}}}};
+  doc.merge_patch(patch);
+  return backends::parseBackendConfig(doc, "test backend");
+}
+
+// x[2,2,5,5] -> Conv(w1[3,2,3,3], b1, pad 1) -> Relu -> Conv(w2[2,3,1,1]) -> y
+inline Graph convReluConv(uint64_t seed = 1) {
+  at::manual_seed(seed);
+  Graph g;
+  Value* x = g.addValue("x");
+  x->type = TensorType{DType::Float, std::vector<Dim>{Dim::known(2), Dim::known(2), Dim::known(5), Dim::known(5)}};
+  g.addInput(x);
+  Value* w1 = g.addInitializer("w1", at::randn({3, 2, 3, 3}));
+  Value* b1 = g.addInitializer("b1", at::randn({3}) * 0.1);
+  Value* w2 = g.addInitializer("w2", at::randn({2, 3, 1, 1}));
+  Node* c1 = g.addNode("Conv", {x, w1, b1}, {"c1"}, "conv1");
+  c1->attributes.set(Attribute::makeInts("pads", {1, 1, 1, 1}));
+  Node* r = g.addNode("Relu", {c1->output(0)}, {"r"}, "relu");
+  Node* c2 = g.addNode("Conv", {r->output(0), w2}, {"y"}, "conv2");
+  g.addOutput(c2->output(0));
+  return g;
+}
+
+// Runs one calibration batch, then switches to quantization.
+inline void calibrateOn(passes::PreparedModel& m, const at::Tensor& x) {
+  m.setMode(quant::FakeQuantMode::Calibration);
+  m.executor().run({{"x", x}});
+  m.setMode(quant::FakeQuantMode::Quantization);
+}
+
+// MinMax closed forms, as PyTorch's observers compute them (range widened to include 0).
+inline double asymmetricScale(const at::Tensor& t, int64_t qmax = 255) {
+  const double lo = std::min(0.0, t.min().item<double>());
+  const double hi = std::max(0.0, t.max().item<double>());
+  return (hi - lo) / qmax;
+}
+inline int64_t asymmetricZeroPoint(const at::Tensor& t, double scale) {
+  const double lo = std::min(0.0, t.min().item<double>());
+  return std::clamp<int64_t>(static_cast<int64_t>(std::nearbyint(-lo / scale)), 0, 255);
+}
+inline at::Tensor symmetricScalesPerChannel(const at::Tensor& w, int64_t levels_half = 255) {
+  // max|w| per output channel / ((qmax - qmin) / 2) with the full [-128, 127] grid.
+  return w.abs().reshape({w.size(0), -1}).amax(1).to(at::kDouble) / (levels_half / 2.0);
+}
+
+}  // namespace qforge::testing
