@@ -88,6 +88,17 @@ Value* Graph::addInitializer(const std::string& name, at::Tensor tensor) {
   return v;
 }
 
+void Graph::renameValue(Value* v, const std::string& name) {
+  if (v->name_ == name) return;
+  require(!name.empty(), "a value needs a non-empty name");
+  require(value_by_name_.count(name) == 0,
+          "cannot rename '" + v->name_ + "' to '" + name + "': a value of that name exists");
+  value_by_name_.erase(v->name_);
+  v->name_ = name;
+  v->anonymous = false;
+  value_by_name_.emplace(name, v);
+}
+
 std::vector<Value*> Graph::initializers() const {
   std::vector<Value*> result;
   for (const auto& v : values_) {

@@ -146,6 +146,9 @@ class Graph {
   // A name not used by any value yet, derived from `base` ("conv1_out", "conv1_out_1", ...).
   std::string uniqueName(const std::string& base) const;
   Value* addInitializer(const std::string& name, at::Tensor tensor);
+  // Gives `v` a new name (no longer anonymous); throws qforge::Error when the name is taken or
+  // empty. Passes use it to hand a removed value's name (a graph output's, say) to its successor.
+  void renameValue(Value* v, const std::string& name);
   std::vector<Value*> initializers() const;  // in import/creation order
   size_t valueCount() const { return values_.size(); }
 

@@ -169,5 +169,27 @@ TEST(GraphTest, SetInitializerUpdatesTheType) {
   EXPECT_EQ(w->type.str(), "int64[2,3]");
 }
 
+TEST(GraphTest, RenameValueKeepsUsesAndFreesTheOldName) {
+  Chain c;
+  Value* a_out = c.a->output(0);
+  a_out->anonymous = true;
+  c.g.renameValue(a_out, "renamed");
+  EXPECT_EQ(a_out->name(), "renamed");
+  EXPECT_FALSE(a_out->anonymous);
+  EXPECT_EQ(c.g.findValue("renamed"), a_out);
+  EXPECT_EQ(c.g.findValue("a_out"), nullptr);
+  EXPECT_EQ(c.b->input(0), a_out);
+  EXPECT_EQ(c.g.uniqueName("a_out"), "a_out");
+}
+
+TEST(GraphTest, RenameValueRefusesATakenOrEmptyName) {
+  Chain c;
+  EXPECT_THROW(c.g.renameValue(c.a->output(0), "y"), Error);
+  EXPECT_THROW(c.g.renameValue(c.a->output(0), ""), Error);
+  EXPECT_EQ(c.a->output(0)->name(), "a_out");
+  c.g.renameValue(c.a->output(0), "a_out");  // its own name: nothing to do
+  EXPECT_EQ(c.g.findValue("a_out"), c.a->output(0));
+}
+
 }  // namespace
 }  // namespace qforge

@@ -1,0 +1,30 @@
+// Folds inference-mode BatchNormalization into the Conv, ConvTranspose or Gemm before it, the
+// way deployment runtimes execute it: y = (x - mean) / sqrt(var + eps) * scale + B is an affine
+// map per output channel, s * x + t, which the producer's weight and bias absorb.
+//
+// Quantization-aware training keeps BN as its own node (it must see the un-folded statistics);
+// that path does not run this pass.
+#pragma once
+
+#include <cstddef>
+
+#include "ir/graph.h"
+
+namespace qforge::passes {
+
+// Folds every BatchNormalization (training_mode absent or 0, outputs other than Y unused) whose
+// input X is the only output of a Conv, ConvTranspose or Gemm, is read by the BN alone and is not
+// a graph output, when the producer's weight and bias and the BN's scale, B, mean and var are all
+// initializers (directly or through Identity nodes, as PyTorch exports shared tensors). Gemm folds
+// only when C is absent or a row ([N], [1,N] or a broadcast scalar). Returns how many BNs were
+// folded; BNs that do not match are left as they are.
+//
+// The producer's weight and bias are rewritten in place, or copied to new initializers when
+// another node also reads them; a bias (Gemm: C, with beta set to 1) is created when missing.
+// The BN's readers then read the producer's output; a BN output that was a graph output keeps its
+// name (the producer's output is renamed), so the model's interface does not change. BN
+// parameters and replaced weights no longer read by anything are removed, with their Identity
+// nodes.
+size_t foldBatchNorm(Graph& graph);
+
+}  // namespace qforge::passes
