@@ -211,16 +211,6 @@ Node* Graph::insertOnValue(Value* v, const std::string& op_type, const std::vect
   return node;
 }
 
-void Graph::renameValue(Value* v, const std::string& name) {
-  if (name == v->name_) return;
-  require(!name.empty(), "cannot rename value '" + v->name_ + "' to an empty name");
-  require(value_by_name_.count(name) == 0,
-          "cannot rename value '" + v->name_ + "' to '" + name + "': the name is taken");
-  value_by_name_.erase(v->name_);
-  v->name_ = name;
-  value_by_name_.emplace(name, v);
-}
-
 void Graph::removeValue(Value* v) {
   require(v->producer_ == nullptr && v->uses_.empty() && !isGraphInput(v) && !isGraphOutput(v),
           "cannot remove value '" + v->name() + "': it is still produced, used or a graph I/O");

@@ -185,9 +185,6 @@ class Graph {
   // Removes a node whose outputs have no uses and are not graph outputs (else throws); its
   // output values are removed too.
   void removeNode(Node* node);
-  // Gives `v` a new name (which must be free): passes that insert a node in front of a graph
-  // output use it to keep the model's output names.
-  void renameValue(Value* v, const std::string& name);
   // Removes a value that has no producer and no uses and is not a graph input/output.
   void removeValue(Value* v);
   // Removes nodes whose outputs reach no graph output, then unused initializers. Returns the

@@ -155,7 +155,9 @@ TEST(ConstantsToInitializersTest, ZooMobileNetKeepsItsOutputs) {
   for (const Node* n : g.nodes()) {
     if (n->opType() != "Clip") continue;
     for (size_t slot = 1; slot < n->inputs().size(); ++slot) {
-      if (n->input(slot) != nullptr) EXPECT_TRUE(n->input(slot)->isInitializer()) << n->name();
+      if (n->input(slot) != nullptr) {
+        EXPECT_TRUE(n->input(slot)->isInitializer()) << n->name();
+      }
     }
   }
   Executor after_run(g);
