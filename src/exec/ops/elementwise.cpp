@@ -213,6 +213,12 @@ void registerElementwiseOps(OpRegistry& registry) {
   addUnary(registry, "Erf", 9, true, [](const at::Tensor& x) { return at::erf(x); });
   addUnary(registry, "Neg", 1, false, [](const at::Tensor& x) { return at::neg(x); });
   addUnary(registry, "Abs", 1, false, [](const at::Tensor& x) { return at::abs(x); });
+  // Written-out fake quantization (deploy/qdq_onnx.h) needs these; at::round rounds half to even
+  // as ONNX's Round does.
+  addUnary(registry, "Floor", 1, true, [](const at::Tensor& x) { return at::floor(x); });
+  addUnary(registry, "Ceil", 1, true, [](const at::Tensor& x) { return at::ceil(x); });
+  addUnary(registry, "Round", 11, true, [](const at::Tensor& x) { return at::round(x); });
+  addUnary(registry, "Sign", 9, false, [](const at::Tensor& x) { return at::sign(x); });
 
   // Before opset 8 Min/Max required equal shapes; broadcasting is a superset of that.
   registry.add(op("Min", 1, kLatestOpset, [](const OpContext& ctx) {

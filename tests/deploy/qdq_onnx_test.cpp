@@ -1,0 +1,145 @@
+// The QDQ writer: FakeQuantize nodes become QuantizeLinear/DequantizeLinear (8-bit) or the same
+// arithmetic in plain ops (other widths), and the written model computes what the prepared model
+// computes, run by the executor's own ONNX QuantizeLinear/DequantizeLinear kernels.
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "core/error.h"
+#include "deploy/qdq_onnx.h"
+#include "exec/executor.h"
+#include "ir/onnx_export.h"
+#include "ir/onnx_import.h"
+#include "passes/fake_quantize_node.h"
+#include "support/onnx_builder.h"
+#include "support/quant_graphs.h"
+
+namespace qforge::testing {
+namespace {
+
+std::map<std::string, int> opCounts(const Graph& g) {
+  std::map<std::string, int> counts;
+  for (const Node* n : g.nodes()) counts[n->opType()]++;
+  return counts;
+}
+
+// Prepares and calibrates convReluConv for `backend`; returns the model and a test input.
+std::unique_ptr<passes::PreparedModel> calibrated(const backends::BackendConfig& backend,
+                                                  at::Tensor& x) {
+  auto m = passes::prepare(convReluConv(), backend);
+  x = at::randn({2, 2, 5, 5});
+  calibrateOn(*m, x);
+  return m;
+}
+
+void expectSameOutputs(passes::PreparedModel& m, const Graph& qdq, const at::Tensor& x) {
+  const at::Tensor expected = m.executor().run({{"x", x}}).at("y");
+  Executor plain(qdq);
+  const at::Tensor got = plain.run({{"x", x}}).at("y");
+  EXPECT_TRUE(at::allclose(got, expected, 1e-6, 1e-6)) << (got - expected).abs().max();
+}
+
+TEST(QdqOnnx, EightBitPointsBecomeQuantizeDequantizePairsThatComputeTheSame) {
+  at::Tensor x;
+  auto m = calibrated(tinyBackend(), x);
+  Graph qdq = deploy::toQdqGraph(*m);
+  auto counts = opCounts(qdq);
+  EXPECT_EQ(counts["QuantizeLinear"], 4);
+  EXPECT_EQ(counts["DequantizeLinear"], 4);
+  EXPECT_EQ(counts["FakeQuantize"], 0);
+  EXPECT_EQ(qdq.model.opset_imports.count(passes::kQforgeDomain), 0u);
+  ASSERT_EQ(qdq.outputs().size(), 1u);
+  EXPECT_EQ(qdq.outputs().front()->name(), "y");
+  // Per-channel weights carry their axis; activations are per-tensor with uint8 zero points.
+  int per_channel = 0;
+  for (const Node* n : qdq.nodes()) {
+    if (n->opType() != "QuantizeLinear") continue;
+    if (n->attributes.has("axis")) ++per_channel;
+    const at::Tensor zp = n->input(2)->initializer();
+    EXPECT_TRUE(zp.scalar_type() == at::kByte || zp.scalar_type() == at::kChar);
+  }
+  EXPECT_EQ(per_channel, 2);
+  expectSameOutputs(*m, qdq, x);
+}
+
+TEST(QdqOnnx, WrittenFileReadsBackAndRuns) {
+  at::Tensor x;
+  auto m = calibrated(tinyBackend(), x);
+  const std::string path = makeTempDir("qdq") + "/model.onnx";
+  exportOnnxFile(deploy::toQdqGraph(*m), path);
+  Graph back = importOnnxFile(path);
+  expectSameOutputs(*m, back, x);
+}
+
+TEST(QdqOnnx, OutputQuantizerKeepsTheGraphOutputName) {
+  at::Tensor x;
+  auto m = calibrated(tinyBackend({{"placement", {{"unit_inputs", false}, {"unit_outputs", true}}}}), x);
+  Graph qdq = deploy::toQdqGraph(*m);
+  ASSERT_EQ(qdq.outputs().size(), 1u);
+  EXPECT_EQ(qdq.outputs().front()->name(), "y");
+  EXPECT_EQ(qdq.outputs().front()->producer()->opType(), "DequantizeLinear");
+  expectSameOutputs(*m, qdq, x);
+}
+
+TEST(QdqOnnx, OtherWidthsAndRoundingBecomePlainArithmetic) {
+  at::Tensor x;
+  auto m = calibrated(tinyBackend({{"weight", {{"bits", 4}}},
+                                   {"activation", {{"bits", 6}, {"rounding", "half_up"}}}}),
+                      x);
+  Graph qdq = deploy::toQdqGraph(*m);
+  auto counts = opCounts(qdq);
+  EXPECT_EQ(counts["QuantizeLinear"], 0);
+  EXPECT_EQ(counts["Round"], 2);  // the two 4-bit weights
+  EXPECT_EQ(counts["Floor"], 2);  // half-up activations: floor(v + 0.5)
+  EXPECT_EQ(counts["Clip"], 4);
+  expectSameOutputs(*m, qdq, x);
+}
+
+TEST(QdqOnnx, DerivedBiasIsStoredAsInt32WithItsScale) {
+  at::Tensor x;
+  auto m = calibrated(tinyBackend({{"constraints", {{"bias", {{"mode", "derived"}}}}}}), x);
+  Graph qdq = deploy::toQdqGraph(*m);
+  const Node* conv = qdq.findNode("conv1");
+  ASSERT_NE(conv, nullptr);
+  const Node* dq = conv->input(2)->producer();
+  ASSERT_NE(dq, nullptr);
+  EXPECT_EQ(dq->opType(), "DequantizeLinear");
+  EXPECT_EQ(dq->input(0)->initializer().scalar_type(), at::kInt);
+  const at::Tensor scale = dq->input(1)->initializer();
+  const at::Tensor expected = m->quantizer("x")->qparams().scale * m->quantizer("w1")->qparams().scale;
+  EXPECT_TRUE(at::allclose(scale, expected));
+  expectSameOutputs(*m, qdq, x);
+}
+
+TEST(QdqOnnx, RefusesQuantizersWithoutAnAffineGrid) {
+  at::Tensor x;
+  auto m = calibrated(tinyBackend({{"activation", {{"symmetric", true}, {"unsigned", false},
+                                                   {"fake_quantizer", "NNIE"}}}}),
+                      x);
+  try {
+    deploy::toQdqGraph(*m);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("NNIE"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("'x'"), std::string::npos) << e.what();
+  }
+}
+
+TEST(QdqOnnx, QuantizerTableHasEveryQuantizerWithItsParameters) {
+  at::Tensor x;
+  auto m = calibrated(tinyBackend(), x);
+  const nlohmann::json table = deploy::quantizerTable(*m);
+  ASSERT_EQ(table.size(), 4u);
+  for (const auto& q : table) {
+    const auto* fq = m->quantizer(q["name"].get<std::string>());
+    ASSERT_NE(fq, nullptr);
+    EXPECT_EQ(q["scale"].size(), q["zero_point"].size());
+  }
+  EXPECT_EQ(table[0]["name"], "w1");  // weights come before the input they meet
+  EXPECT_EQ(table[0]["scale"].size(), 3u);  // per output channel
+  EXPECT_EQ(table[0]["kind"], "weight");
+}
+
+}  // namespace
+}  // namespace qforge::testing
