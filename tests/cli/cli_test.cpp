@@ -7,27 +7,15 @@
 #include <cstdio>
 #include <fstream>
 
+#include "support/cli_runner.h"
 #include "support/onnx_builder.h"
 
 namespace qforge {
 namespace {
 
-struct Result {
-  int exit_code;
-  std::string out;  // stdout and stderr together, unless split
-};
-
-Result runCli(const std::string& args, const std::string& env = "") {
-  const std::string command = env + " " + QFORGE_CLI + " " + args + " 2>&1";
-  FILE* pipe = popen(command.c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buf{};
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0)
-    out.append(buf.data(), n);
-  int status = pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-}
+using testing::lineCount;
+using testing::runCli;
+using Result = testing::CliResult;
 
 std::string unknownOpModel() {
   testing::OnnxBuilder b;
@@ -37,10 +25,6 @@ std::string unknownOpModel() {
   const std::string path = testing::makeTempDir("cli") + "/model.onnx";
   b.save(path);
   return path;
-}
-
-size_t lineCount(const std::string& s) {
-  return static_cast<size_t>(std::count(s.begin(), s.end(), '\n'));
 }
 
 TEST(CliTest, VersionAndHelp) {

@@ -10,31 +10,15 @@
 
 #include "data/data_test_files.h"
 #include "data/npy.h"
+#include "support/cli_runner.h"
 #include "support/onnx_builder.h"
 
 namespace qforge {
 namespace {
 
-struct Result {
-  int exit_code;
-  std::string out;  // stdout and stderr together
-};
-
-Result runCli(const std::string& args) {
-  const std::string command = std::string(QFORGE_CLI) + " " + args + " 2>&1";
-  FILE* pipe = popen(command.c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buf{};
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0)
-    out.append(buf.data(), n);
-  const int status = pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-}
-
-size_t lineCount(const std::string& s) {
-  return static_cast<size_t>(std::count(s.begin(), s.end(), '\n'));
-}
+using testing::lineCount;
+using testing::runCli;
+using Result = testing::CliResult;
 
 // y = x * scale, for inputs [N, dims...]: logits = the sample itself (scale 1), or a dimmed
 // image (scale 0.5).

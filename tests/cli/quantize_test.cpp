@@ -1,0 +1,147 @@
+// `qforge quantize` as a user runs it: the zoo ResNet end to end, and every kind of bad input
+// the issue names giving one clear line and exit code 2.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <fstream>
+
+#include "ir/onnx_import.h"
+#include "support/cli_runner.h"
+#include "support/onnx_builder.h"
+
+namespace qforge::testing {
+namespace {
+
+std::string zoo(const std::string& name) {
+  return std::string(QFORGE_SOURCE_DIR) + "/models/zoo/" + name + ".onnx";
+}
+
+void writeText(const std::string& path, const std::string& text) {
+  std::ofstream(path) << text;
+}
+
+// Conv 1x1 then Softmax: the backends quantize the Conv and leave Softmax in float.
+std::string convSoftmaxModel(const std::string& dir) {
+  OnnxBuilder b;
+  b.input("image", onnx::TensorProto::FLOAT, {-1, 1, 28, 28});
+  b.output("probs", onnx::TensorProto::FLOAT, {-1, 2, 28, 28});
+  b.initializer("w", at::ones({2, 1, 1, 1}));
+  b.node("Conv", {"image", "w"}, {"c"}, "conv");
+  addIntAttribute(b.node("Softmax", {"c"}, {"probs"}, "softmax"), "axis", 1);
+  const std::string path = dir + "/conv_softmax.onnx";
+  b.save(path);
+  return path;
+}
+
+TEST(QuantizeCli, QuantizesTheZooResNetAndWritesModelTableAndReport) {
+  const std::string out = makeTempDir("quantize") + "/out";
+  CliResult r = runCli("quantize " + zoo("resnet") +
+                       " --backend TensorRT --calib-batches 2 --calib-batch 32 "
+                       "--eval fashion-mnist:test --eval-limit 300 --out " + out + " --json");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const nlohmann::json report = nlohmann::json::parse(r.out);
+  EXPECT_EQ(report["backend"], "TensorRT");
+  EXPECT_EQ(report["calibration"]["batches"], 2);
+  EXPECT_EQ(report["calibration"]["samples"], 64);
+  const double float_top1 = report["float"]["top1"];
+  const double quant_top1 = report["quantized"]["top1"];
+  EXPECT_GT(float_top1, 0.85);
+  EXPECT_GT(quant_top1, float_top1 - 0.03);  // 300 images: a few flips at most
+  EXPECT_TRUE(std::filesystem::exists(out + "/model.qdq.onnx"));
+  EXPECT_TRUE(std::filesystem::exists(out + "/report.json"));
+  std::ifstream table_file(out + "/quantizers.json");
+  const nlohmann::json table = nlohmann::json::parse(table_file);
+  EXPECT_EQ(table["quantizers"].size(), report["quantizers"].size());
+  Graph qdq = importOnnxFile(out + "/model.qdq.onnx");
+  int q = 0;
+  for (const Node* n : qdq.nodes()) q += n->opType() == "QuantizeLinear";
+  EXPECT_EQ(q, static_cast<int>(table["quantizers"].size()));
+}
+
+TEST(QuantizeCli, TextReportShowsTheTableAndAccuracy) {
+  const std::string out = makeTempDir("quantize") + "/out";
+  CliResult r = runCli("quantize " + zoo("resnet") +
+                       " --backend QDQ --calib-batches 1 --calib-batch 16 "
+                       "--eval fashion-mnist:test --eval-limit 100 --out " + out);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("/stem/stem.0/Conv"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("float      top-1"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("quantized  top-1"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("calibrate"), std::string::npos) << r.out;
+}
+
+TEST(QuantizeCli, UnknownBackendNameListsTheKnownOnes) {
+  CliResult r = runCli("quantize " + zoo("resnet") + " --backend TensorRTX --out " +
+                       makeTempDir("quantize"));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(lineCount(r.out), 1u) << r.out;
+  EXPECT_NE(r.out.find("unknown backend 'TensorRTX'"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("OpenVINO"), std::string::npos) << r.out;
+}
+
+TEST(QuantizeCli, MalformedBackendFilePointsAtTheKey) {
+  const std::string dir = makeTempDir("quantize");
+  writeText(dir + "/chip.json", R"({"name": "Chip", "weight": {"bitz": 8}})");
+  CliResult r = runCli("quantize " + zoo("resnet") + " --backend " + dir + "/chip.json --out " + dir + "/o");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(lineCount(r.out), 1u) << r.out;
+  EXPECT_NE(r.out.find("chip.json"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("'weight.bitz'"), std::string::npos) << r.out;
+  EXPECT_FALSE(std::filesystem::exists(dir + "/o/model.qdq.onnx"));
+
+  writeText(dir + "/broken.json", R"({"name": "Chip", "weight": {"bits": 8,}})");
+  r = runCli("quantize " + zoo("resnet") + " --backend " + dir + "/broken.json --out " + dir + "/o");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.out.find("not valid JSON at byte"), std::string::npos) << r.out;
+}
+
+TEST(QuantizeCli, ConfigNamingAMissingNodeSuggestsNearNames) {
+  const std::string dir = makeTempDir("quantize");
+  writeText(dir + "/cfg.yaml", "overrides:\n  - {name: /stem/stem.0/Convv, skip: true}\n");
+  CliResult r = runCli("quantize " + zoo("resnet") + " --backend TensorRT --config " + dir +
+                       "/cfg.yaml --out " + dir + "/o");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(lineCount(r.out), 1u) << r.out;
+  EXPECT_NE(r.out.find("no node is named '/stem/stem.0/Convv'"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("/stem/stem.0/Conv"), std::string::npos) << r.out;
+
+  writeText(dir + "/bad.yaml", "weight: {bits: 4\n");
+  r = runCli("quantize " + zoo("resnet") + " --backend TensorRT --config " + dir + "/bad.yaml --out " + dir + "/o");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.out.find("not valid YAML at line"), std::string::npos) << r.out;
+}
+
+TEST(QuantizeCli, YamlConfigChangesTheWidths) {
+  const std::string dir = makeTempDir("quantize");
+  writeText(dir + "/w4.yaml", "weight: {bits: 4}\noverrides:\n  - {op_type: Gemm, weight: {bits: 8}}\n");
+  CliResult r = runCli("quantize " + zoo("resnet") + " --backend TensorRT --calib-batches 1 "
+                       "--calib-batch 8 --config " + dir + "/w4.yaml --out " + dir + "/o --json");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const nlohmann::json report = nlohmann::json::parse(r.out);
+  int four = 0, eight = 0;
+  for (const auto& q : report["quantizers"]) {
+    if (q["kind"] != "weight") continue;
+    (q["bits"] == 4 ? four : eight) += 1;
+    if (q["unit"] == "/fc/Gemm") {
+      EXPECT_EQ(q["bits"], 8);
+    }
+  }
+  EXPECT_EQ(four, 9);  // the 9 Convs: stem, 2 per block x 3, shortcut convs of blocks 1 and 2
+  EXPECT_EQ(eight, 1);
+}
+
+TEST(QuantizeCli, OpsTheBackendCannotQuantizeStayFloatAndAreListed) {
+  const std::string dir = makeTempDir("quantize");
+  CliResult r = runCli("quantize " + convSoftmaxModel(dir) +
+                       " --backend TensorRT --calib-batches 1 --calib-batch 4 --out " + dir +
+                       "/o --json");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const nlohmann::json report = nlohmann::json::parse(r.out);
+  ASSERT_EQ(report["float_ops"].size(), 1u);
+  EXPECT_EQ(report["float_ops"][0].get<std::string>().rfind("Softmax x1: softmax", 0), 0u);
+  EXPECT_EQ(report["quantizers"].size(), 2u);  // the Conv's input and weight
+}
+
+}  // namespace
+}  // namespace qforge::testing
