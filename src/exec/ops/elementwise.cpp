@@ -213,6 +213,11 @@ void registerElementwiseOps(OpRegistry& registry) {
   addUnary(registry, "Erf", 9, true, [](const at::Tensor& x) { return at::erf(x); });
   addUnary(registry, "Neg", 1, false, [](const at::Tensor& x) { return at::neg(x); });
   addUnary(registry, "Abs", 1, false, [](const at::Tensor& x) { return at::abs(x); });
+  addUnary(registry, "Sign", 9, false, [](const at::Tensor& x) { return at::sign(x); });
+  // The QDQ export lowers rounding rules QuantizeLinear lacks to these. Round is half to even in
+  // both ONNX and ATen.
+  addUnary(registry, "Floor", 1, true, [](const at::Tensor& x) { return at::floor(x); });
+  addUnary(registry, "Round", 11, true, [](const at::Tensor& x) { return at::round(x); });
 
   // Before opset 8 Min/Max required equal shapes; broadcasting is a superset of that.
   registry.add(op("Min", 1, kLatestOpset, [](const OpContext& ctx) {
