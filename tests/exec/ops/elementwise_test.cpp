@@ -32,6 +32,9 @@ TEST(ElementwiseOpsTest, EveryOpIsRegisteredForOpsets11To17) {
                            "Log",
                            "Neg",
                            "Abs",
+                           "Sign",
+                           "Floor",
+                           "Round",
                            "Reciprocal",
                            "Erf",
                            "Min",
@@ -126,6 +129,15 @@ TEST(ElementwiseOpsTest, MathOpsMatchClosedForms) {
                     at::tensor({-3, 4}, at::kInt));
   expectTensorEqual(run1({"Abs", 13, {at::tensor({3, -4}, at::kLong)}}),
                     at::tensor({3, 4}, at::kLong));
+  expectTensorEqual(run1({"Sign", 13, {at::tensor({2.5f, -0.0f, 0.0f, -3.0f})}}),
+                    at::tensor({1.0f, 0.0f, 0.0f, -1.0f}));
+  expectTensorEqual(run1({"Sign", 13, {at::tensor({7, 0, -2}, at::kInt)}}),
+                    at::tensor({1, 0, -1}, at::kInt));
+  expectTensorEqual(run1({"Floor", 13, {at::tensor({1.5f, -1.5f, 2.0f, -0.25f})}}),
+                    at::tensor({1.0f, -2.0f, 2.0f, -1.0f}));
+  // Ties to even: 0.5 -> 0, 1.5 -> 2, 2.5 -> 2, -2.5 -> -2.
+  expectTensorEqual(run1({"Round", 13, {at::tensor({0.5f, 1.5f, 2.5f, -2.5f, 0.7f})}}),
+                    at::tensor({0.0f, 2.0f, 2.0f, -2.0f, 1.0f}));
 }
 
 TEST(ElementwiseOpsTest, MathOnFloat16KeepsFloat16) {
