@@ -65,18 +65,10 @@ class ShiftFakeQuantizer : public quant::FakeQuantizer {
   }
 
  protected:
+  // The grid arithmetic (rounding half away from zero, clipping, straight-through gradient) is the
+  // library's; what is ToyNPU's own is the choice of scales below.
   at::Tensor quantize(const at::Tensor& x) override {
-    std::vector<int64_t> shape(static_cast<size_t>(x.dim()), 1);
-    if (scheme().perChannel()) shape[static_cast<size_t>(scheme().axis)] = -1;
-    const at::Tensor scale = params_.scale.reshape(shape);
-    const at::Tensor zero_point = params_.zero_point.to(at::kFloat).reshape(shape);
-    // In double |v| + 0.5 is exact (in float 0.5 - 2^-25 would round up to 1).
-    const at::Tensor v = x.detach().to(at::kDouble) / scale;
-    const at::Tensor q = v.sign() * (v.abs() + 0.5).floor() + zero_point;
-    const at::Tensor inside = (q >= scheme().qmin()) & (q <= scheme().qmax());
-    const at::Tensor y = (q.clamp(scheme().qmin(), scheme().qmax()) - zero_point) * scale;
-    // The gradient passes straight through where nothing clipped.
-    return quant::straightThrough(x, y.to(x.scalar_type()), inside);
+    return quant::fakeQuantize(x, params_, scheme());
   }
   void initFromObserver() override {
     auto [lo, hi] = observer()->range();
