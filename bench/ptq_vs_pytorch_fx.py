@@ -438,8 +438,10 @@ def main():
         raise SystemExit("--limit-eval must be positive")
     pairs = parse_pairs(args.backends)
 
-    # Observer deprecation chatter (reduce_range) would bury the report.
+    # Observer deprecation chatter (reduce_range) and FX's note on the packed weights of the
+    # ViT's functional linears, once per layer, would bury the report.
     warnings.filterwarnings("ignore", category=UserWarning, module=r"torch\.ao\.quantization")
+    warnings.filterwarnings("ignore", category=UserWarning, module=r"torch\.fx")
     torch.set_num_threads(args.threads)
     x_train, _ = zoo.load_split("train")
     calib_count = args.calib_batches * args.calib_batch
