@@ -337,9 +337,10 @@ def seconds(value):
 
 
 def markdown(rows, meta):
+    threads = f"{meta['threads']} thread{'s' if meta['threads'] != 1 else ''}"
     lines = [f"Calibration: first {meta['calib_batches']} x {meta['calib_batch']} "
              f"Fashion-MNIST train images; evaluation: {meta['eval_samples']} test images; "
-             f"{meta['threads']} threads; torch {meta['torch']}.", "",
+             f"{threads}; torch {meta['torch']}.", "",
              "| model | config | float top-1 | PyTorch int8 top-1 | PyTorch reference top-1 | "
              "qforge top-1 | PyTorch prepare+calib s | qforge prepare+calib s | "
              "time ratio qforge/PyTorch |",
