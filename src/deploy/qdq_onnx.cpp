@@ -119,17 +119,15 @@ class Lowerer {
         v = op("Round", {v}, base)->output(0);
         break;
       case quant::RoundingMode::HalfUp:
-        v = op("Floor", {op("Add", {v, constant(base + "_half", at::scalar_tensor(0.5f))}, base)->output(0)}, base)->output(0);
+        v = roundHalfUp(v, base);
         break;
       case quant::RoundingMode::Floor:
         v = op("Floor", {v}, base)->output(0);
         break;
       case quant::RoundingMode::HalfAwayFromZero: {
         Value* sign = op("Sign", {v}, base)->output(0);
-        Value* mag = op("Abs", {v}, base)->output(0);
-        mag = op("Add", {mag, constant(base + "_half", at::scalar_tensor(0.5f))}, base)->output(0);
-        mag = op("Floor", {mag}, base)->output(0);
-        v = op("Mul", {sign, mag}, base)->output(0);
+        Value* magnitude = roundHalfUp(op("Abs", {v}, base)->output(0), base);
+        v = op("Mul", {sign, magnitude}, base)->output(0);
         break;
       }
     }
@@ -139,6 +137,19 @@ class Lowerer {
     v = op("Clip", {v, lo, hi}, base)->output(0);
     v = op("Sub", {v, zp}, base)->output(0);
     return op("Mul", {v, scale}, base)->output(0);
+  }
+
+  // floor(v) + 1 on exact ties, round(v) elsewhere. Floor(v + 0.5) would be shorter but is wrong
+  // in float32 just below a tie: 0.5 - 2^-25 + 0.5 rounds up to 1.
+  Value* roundHalfUp(Value* v, const std::string& base) {
+    Value* floor = op("Floor", {v}, base)->output(0);
+    Value* half = constant(base + "_half", at::scalar_tensor(0.5f));
+    Value* one = constant(base + "_one", at::scalar_tensor(1.0f));
+    Value* is_tie = op("Equal", {op("Sub", {v, floor}, base)->output(0), half}, base)->output(0);
+    return op("Where", {is_tie, op("Add", {floor, one}, base)->output(0),
+                        op("Round", {v}, base)->output(0)},
+              base)
+        ->output(0);
   }
 
   void lowerDerivedBias(Node* fq, Value* x, Value* y, quant::DerivedBiasFakeQuantizer& q) {

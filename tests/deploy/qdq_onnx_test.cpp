@@ -90,8 +90,9 @@ TEST(QdqOnnx, OtherWidthsAndRoundingBecomePlainArithmetic) {
   Graph qdq = deploy::toQdqGraph(*m);
   auto counts = opCounts(qdq);
   EXPECT_EQ(counts["QuantizeLinear"], 0);
-  EXPECT_EQ(counts["Round"], 2);  // the two 4-bit weights
-  EXPECT_EQ(counts["Floor"], 2);  // half-up activations: floor(v + 0.5)
+  EXPECT_EQ(counts["Round"], 4);  // the two 4-bit weights, and off-tie half-up activations
+  EXPECT_EQ(counts["Where"], 2);  // half-up activations: floor(v) + 1 on exact ties
+  EXPECT_EQ(counts["Floor"], 2);
   EXPECT_EQ(counts["Clip"], 4);
   expectSameOutputs(*m, qdq, x);
 }
