@@ -130,6 +130,17 @@ std::string zeroPointText(const nlohmann::json& values) {
   return lo == hi ? std::to_string(lo) : std::to_string(lo) + ".." + std::to_string(hi);
 }
 
+// "int8 sym [-127,127] ch0", "uint8 asym [0,255]", "int32 bias s_in*s_w".
+std::string shortScheme(const nlohmann::json& q) {
+  if (!q.contains("qmin")) return "int" + std::to_string(q["bits"].get<int>()) + " s_in*s_w";
+  std::string s = (q["unsigned"].get<bool>() ? "uint" : "int") + std::to_string(q["bits"].get<int>()) +
+                  (q["symmetric"].get<bool>() ? " sym [" : " asym [") +
+                  std::to_string(q["qmin"].get<int64_t>()) + "," +
+                  std::to_string(q["qmax"].get<int64_t>()) + "]";
+  if (q["axis"].get<int64_t>() >= 0) s += " ch" + std::to_string(q["axis"].get<int64_t>());
+  return s;
+}
+
 std::string pad(std::string s, size_t width) {
   if (s.size() < width) s += std::string(width - s.size(), ' ');
   return s;
@@ -151,13 +162,11 @@ std::string reportText(const nlohmann::json& report, const nlohmann::json& table
     value_w = std::max(value_w, std::min<size_t>(28, q["value"].get<std::string>().size()));
   }
   out << "\n" << pad("unit", unit_w) << "  " << pad("value", value_w)
-      << "  kind        bits  scheme                         scale                  zp      observer\n";
+      << "  kind        scheme                   scale                    zp      observer\n";
   for (const auto& q : table) {
-    std::string scheme = q["scheme"].get<std::string>();
-    scheme = scheme.substr(0, scheme.find(" half"));
     out << pad(q["unit"].get<std::string>(), unit_w) << "  " << pad(q["value"].get<std::string>(), value_w)
-        << "  " << pad(q["kind"].get<std::string>(), 10) << "  " << pad(std::to_string(q["bits"].get<int>()), 4)
-        << "  " << pad(scheme, 29) << "  " << pad(scaleText(q["scale"]), 21) << "  "
+        << "  " << pad(q["kind"].get<std::string>(), 10) << "  " << pad(shortScheme(q), 23)
+        << "  " << pad(scaleText(q["scale"]), 23) << "  "
         << pad(zeroPointText(q["zero_point"]), 6) << "  " << q["observer"].get<std::string>() << "\n";
   }
   out << "\n";
