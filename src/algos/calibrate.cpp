@@ -15,7 +15,7 @@ const Value& dataInput(const Graph& graph) {
   if (inputs.size() > 1) {
     std::string names;
     for (const Value* v : inputs) names += (names.empty() ? "" : ", ") + v->name();
-    throw Error("calibration feeds one input, the model has " + std::to_string(inputs.size()) +
+    throw Error("qforge feeds data to one input, the model has " + std::to_string(inputs.size()) +
                 ": " + names);
   }
   return *inputs.front();

@@ -27,6 +27,7 @@ CalibrationResult calibrate(passes::PreparedModel& model, data::BatchLoader& loa
                             int64_t batches, const CalibrationProgress& progress = {});
 
 // The model's single data input (initializers excluded); throws naming them when there are more.
+// Evaluation and calibration both feed this one.
 const Value& dataInput(const Graph& graph);
 
 }  // namespace qforge::algos

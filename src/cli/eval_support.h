@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "algos/calibrate.h"
 #include "core/error.h"
 #include "data/loader.h"
 #include "ir/graph.h"
@@ -23,21 +24,8 @@ inline double secondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-inline const Value& modelInput(const Graph& graph) {
-  std::vector<const Value*> inputs;
-  for (const Value* v : graph.inputs()) {
-    if (!v->isInitializer()) inputs.push_back(v);
-  }
-  require(!inputs.empty(), "the model has no inputs to feed data to");
-  if (inputs.size() > 1) {
-    std::string names;
-    for (const Value* v : inputs)
-      names += (names.empty() ? "" : ", ") + v->name();
-    throw Error("qforge eval feeds one input, the model has " + std::to_string(inputs.size()) +
-                ": " + names);
-  }
-  return *inputs.front();
-}
+// The one input data is fed to (algos::dataInput's rule, shared with calibration).
+inline const Value& modelInput(const Graph& graph) { return algos::dataInput(graph); }
 
 // The per-sample shape the model input declares (batch axis dropped, unknown dims -1).
 inline std::vector<int64_t> sampleShape(const Value& input) {
