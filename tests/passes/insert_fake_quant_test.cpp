@@ -238,6 +238,40 @@ TEST(InsertFakeQuant, SkippedUnitsAndUnknownOpsStayFloatAndAreReported) {
                           [](const std::string& l) { return l.rfind("Softmax", 0) == 0; }));
 }
 
+// x -> Conv -> BatchNormalization -> Relu -> y, for the fold / keep-BN choice.
+Graph convBnRelu() {
+  Graph g;
+  Value* x = g.addValue("x");
+  g.addInput(x);
+  Node* c = g.addNode("Conv", {x, g.addInitializer("w", at::randn({3, 2, 1, 1}))}, {"c"}, "conv");
+  Node* bn = g.addNode("BatchNormalization",
+                       {c->output(0), g.addInitializer("gamma", at::rand({3}) + 0.5),
+                        g.addInitializer("beta", at::randn({3})),
+                        g.addInitializer("mean", at::randn({3})),
+                        g.addInitializer("var", at::rand({3}) + 0.5)},
+                       {"b"}, "bn");
+  Node* r = g.addNode("Relu", {bn->output(0)}, {"y"}, "relu");
+  g.addOutput(r->output(0));
+  return g;
+}
+
+TEST(InsertFakeQuant, BatchNormIsFoldedForPtqAndKeptInsideTheUnitForQat) {
+  const auto backend = tinyBackend({{"fusions", {{"Conv", "BatchNormalization?", "Relu?"}}}});
+  auto folded = passes::prepare(convBnRelu(), backend);
+  EXPECT_EQ(folded->graph().findNode("bn"), nullptr);
+  EXPECT_EQ(folded->units()[0].ops, "Conv+Relu");
+
+  passes::PrepareOptions keep;
+  keep.fold_batchnorm = false;
+  auto kept = passes::prepare(convBnRelu(), backend, keep);
+  ASSERT_NE(kept->graph().findNode("bn"), nullptr);
+  EXPECT_EQ(kept->units()[0].ops, "Conv+BatchNormalization+Relu");
+  EXPECT_EQ(quantizerBefore(kept->graph(), "bn", 0), "");  // nothing inside the unit
+  EXPECT_EQ(quantizerBefore(kept->graph(), "relu", 0), "");
+  EXPECT_EQ(quantizerBefore(kept->graph(), "conv", 1), "w");
+  EXPECT_EQ(kept->points().size(), 2u);
+}
+
 TEST(InsertFakeQuant, CalibrationIsRequiredBeforeQuantizing) {
   auto m = passes::prepare(convReluConv(), tinyBackend());
   m->setMode(quant::FakeQuantMode::Quantization);
