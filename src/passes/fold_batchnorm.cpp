@@ -207,12 +207,13 @@ void writeParam(Graph& graph, Node* node, size_t slot, at::Tensor tensor, const 
   removeIfUnused(graph, v);
 }
 
-bool foldOne(Graph& graph, Node* bn) {
+bool foldOne(Graph& graph, Node* bn, const std::function<bool(const Node&)>& may_fold) {
   std::optional<ChannelAffine> affine = foldableBatchNorm(graph, *bn);
   if (!affine) return false;
   Value* x = bn->input(0);
   Node* producer = x->producer();
   if (producer == nullptr || x->uses().size() != 1 || graph.isGraphOutput(x)) return false;
+  if (may_fold && !may_fold(*producer)) return false;
   std::optional<FoldedParams> folded = foldInto(graph, *producer, *affine);
   if (!folded) return false;
 
@@ -248,12 +249,12 @@ bool foldOne(Graph& graph, Node* bn) {
 
 }  // namespace
 
-size_t foldBatchNorm(Graph& graph) {
+size_t foldBatchNorm(Graph& graph, const std::function<bool(const Node& producer)>& may_fold) {
   size_t folded = 0;
   // In topological order, so Conv -> BN -> BN folds both (the second sees the Conv after the
   // first fold).
   for (Node* node : graph.topologicalOrder()) {
-    if (node->opType() == "BatchNormalization" && foldOne(graph, node)) ++folded;
+    if (node->opType() == "BatchNormalization" && foldOne(graph, node, may_fold)) ++folded;
   }
   return folded;
 }

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 
 #include "ir/graph.h"
 
@@ -25,6 +26,9 @@ namespace qforge::passes {
 // name (the producer's output is renamed), so the model's interface does not change. BN
 // parameters and replaced weights no longer read by anything are removed, with their Identity
 // nodes.
-size_t foldBatchNorm(Graph& graph);
+//
+// `may_fold`, when given, is asked about each producer first: a BN whose producer it refuses
+// stays (a backend that quantizes the producer's weights before BN).
+size_t foldBatchNorm(Graph& graph, const std::function<bool(const Node& producer)>& may_fold = {});
 
 }  // namespace qforge::passes

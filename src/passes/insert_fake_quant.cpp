@@ -40,24 +40,39 @@ std::optional<std::string> quantizerFeeding(const Value* v, const BackendConfig&
 
 namespace {
 
-// Ops after which every value is >= 0, so an unsigned grid loses nothing.
+// Ops whose output is >= 0 wherever their data input (input 0) is: they select, average or move
+// values. Cubic resizing overshoots, so Resize and Upsample count only in their other modes.
+bool keepsNonNegative(const Node& node) {
+  static const std::set<std::string> ops = {"MaxPool",       "AveragePool", "GlobalAveragePool",
+                                            "GlobalMaxPool", "Flatten",     "Resize",
+                                            "Upsample"};
+  if (!ops.count(node.opType())) return false;
+  const Attribute* mode = node.attributes.find("mode");
+  return mode == nullptr || mode->s != "cubic";
+}
+
+// Whether every value of `v` is >= 0, so an unsigned grid loses nothing: the output of a ReLU-like
+// op, or of pooling, data movement or an Add over such outputs (OpenVINO's rule, in its notes).
 bool producesNonNegative(const Value* v, const BackendConfig& backend) {
-  while (v != nullptr && v->producer() != nullptr) {
-    const Node* p = v->producer();
-    const std::string& op = p->opType();
-    if (op == "Relu" || op == "Sigmoid" || op == "Softmax") return true;
-    if (op == "Clip") {
-      const Value* lo = p->input(1);
-      if (lo != nullptr && lo->isInitializer()) return lo->initializer().item<double>() >= 0;
-      const Attribute* a = p->attributes.find("min");
-      return a != nullptr && a->f >= 0;
-    }
-    const backends::OpTrait* trait = backend.trait(op);
-    const bool passes = isFakeQuantize(p) || (trait && trait->role == OpRole::SharesInput);
-    if (!passes || p->inputs().empty()) return false;
-    v = p->input(0);
+  if (v == nullptr || v->producer() == nullptr) return false;
+  const Node* p = v->producer();
+  const std::string& op = p->opType();
+  if (op == "Relu" || op == "Sigmoid" || op == "Softmax") return true;
+  if (op == "Clip") {
+    const Value* lo = p->input(1);
+    if (lo != nullptr && lo->isInitializer()) return lo->initializer().item<double>() >= 0;
+    const Attribute* a = p->attributes.find("min");
+    return a != nullptr && a->f >= 0;
   }
-  return false;
+  if (op == "Add") {
+    return !p->inputs().empty() &&
+           std::all_of(p->inputs().begin(), p->inputs().end(),
+                       [&](const Value* in) { return producesNonNegative(in, backend); });
+  }
+  const backends::OpTrait* trait = backend.trait(op);
+  const bool passes =
+      isFakeQuantize(p) || (trait && trait->role == OpRole::SharesInput) || keepsNonNegative(*p);
+  return passes && !p->inputs().empty() && producesNonNegative(p->input(0), backend);
 }
 
 class Inserter {

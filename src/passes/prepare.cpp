@@ -1,5 +1,6 @@
 #include "passes/prepare.h"
 
+#include <algorithm>
 #include <set>
 
 #include "core/error.h"
@@ -74,6 +75,28 @@ std::pair<int, int> firstAndLastWeighted(const std::vector<QuantUnit>& units) {
     last = static_cast<int>(i);
   }
   return {first, last};
+}
+
+// Whether BN after a `producer` op may be folded into it. A backend that quantizes the producer
+// as a unit but has no fusion putting BN right after it runs BN on its own, after the quantized
+// weights (Academic, as MQBench's AcademicQuantizer, which does not fuse). Where the producer
+// stays float, folding changes nothing the backend quantizes.
+bool foldsBatchNormAfter(const BackendConfig& backend, const std::vector<std::string>& extra,
+                         const std::string& producer) {
+  const backends::OpTrait* trait = backend.trait(producer);
+  const bool quantized = (trait != nullptr && trait->role == OpRole::Quantizable) ||
+                         std::find(extra.begin(), extra.end(), producer) != extra.end();
+  if (!quantized) return true;
+  const auto accepts = [](const backends::FusionStep& step, const std::string& op) {
+    return std::find(step.op_types.begin(), step.op_types.end(), op) != step.op_types.end();
+  };
+  for (const backends::FusionPattern& pattern : backend.fusions) {
+    if (pattern.steps.size() >= 2 && accepts(pattern.steps[0], producer) &&
+        accepts(pattern.steps[1], "BatchNormalization")) {
+      return true;
+    }
+  }
+  return false;
 }
 
 std::vector<UnitSettings> resolveSettings(const std::vector<QuantUnit>& units,
@@ -174,7 +197,13 @@ std::unique_ptr<PreparedModel> prepare(Graph graph, const BackendConfig& backend
   auto model = std::make_unique<PreparedModel>(std::move(graph), backend);
   Graph& g = model->graph_;
   runStep("constants to initializers", g, [&] { return constantsToInitializers(g); });
-  if (options.fold_batchnorm) runStep("fold BatchNormalization", g, [&] { return foldBatchNorm(g); });
+  if (options.fold_batchnorm) {
+    runStep("fold BatchNormalization", g, [&] {
+      return foldBatchNorm(g, [&](const Node& producer) {
+        return foldsBatchNormAfter(backend, options.config.extra_quantizable, producer.opType());
+      });
+    });
+  }
 
   const std::vector<QuantUnit> units =
       findQuantUnits(g, backend, options.config.extra_quantizable, {});

@@ -1,6 +1,7 @@
 // prepare(): a float model in, a model ready to calibrate or train out. The pipeline, in order:
 //   1. Constant nodes become initializers   (later steps read Clip bounds, shapes as constants)
-//   2. fold BatchNormalization into Conv/ConvTranspose/Gemm   (before units: BN is not a unit)
+//   2. fold BatchNormalization into Conv/ConvTranspose/Gemm   (before units: BN is not a unit),
+//      except after an op the backend quantizes without fusing BN (Academic)
 //   3. find quantization units per the backend's roles and fusions
 //   4. resolve each unit's settings: backend defaults, the user's config, first/last-layer width
 //   5. insert FakeQuantize nodes per the placement policy, and create their quantizers
