@@ -48,7 +48,7 @@ def main():
         runs += [(f"{a.low_bit_backend} {name}", a.low_bit_backend, cfg) for name, cfg in LOW_BIT_ROWS]
         for label, backend, config in runs:
             r = quantize(a.qforge, model, backend, config, a.limit)
-            rows.append({"model": model, "config": label, **r})
+            rows.append({**r, "model": model, "config": label})
             if "error" in r:
                 print(f"{model:10s} {label:22s} ERROR {r['error']}", file=sys.stderr)
             else:

@@ -14,7 +14,8 @@ const Value& dataInput(const Graph& graph) {
   require(!inputs.empty(), "the model has no inputs to feed data to");
   if (inputs.size() > 1) {
     std::string names;
-    for (const Value* v : inputs) names += (names.empty() ? "" : ", ") + v->name();
+    for (const Value* v : inputs)
+      names += (names.empty() ? "" : ", ") + v->name();
     throw Error("qforge feeds data to one input, the model has " + std::to_string(inputs.size()) +
                 ": " + names);
   }
@@ -39,8 +40,8 @@ CalibrationResult calibrate(passes::PreparedModel& model, data::BatchLoader& loa
     result.samples += batch->inputs.size(0);
     if (progress) progress(result.batches, planned, result.samples);
   }
-  require(result.batches > 0, "calibration data " + loader.dataset().describe() +
-                                  " yielded no batch");
+  require(result.batches > 0,
+          "calibration data " + loader.dataset().describe() + " yielded no batch");
   std::string unreached;
   for (quant::FakeQuantizer* q : model.quantizers()) {
     if (q->observer() != nullptr && !q->observer()->hasData()) {
@@ -50,8 +51,7 @@ CalibrationResult calibrate(passes::PreparedModel& model, data::BatchLoader& loa
   require(unreached.empty(), "calibration never reached these quantizers: " + unreached +
                                  "; they are not on the path from the input to the outputs");
   model.setMode(quant::FakeQuantMode::Quantization);
-  result.seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return result;
 }
 

@@ -29,7 +29,8 @@ std::string FusionPattern::str() const {
   std::string out;
   for (const FusionStep& step : steps) {
     if (!out.empty()) out += ", ";
-    for (size_t i = 0; i < step.op_types.size(); ++i) out += (i ? "|" : "") + step.op_types[i];
+    for (size_t i = 0; i < step.op_types.size(); ++i)
+      out += (i ? "|" : "") + step.op_types[i];
     if (step.optional) out += "?";
   }
   return out;
@@ -110,8 +111,9 @@ OpTrait parseTrait(JsonReader& ops, const std::string& op_type) {
   if (v.is_string()) {
     trait.role = parseRole(v.get<std::string>(), ops, op_type);
     if (trait.role == OpRole::Fixed) {
-      ops.fail(op_type, "a fixed role needs its scale and zero_point: {\"role\": \"fixed\", "
-                        "\"scale\": ..., \"zero_point\": ...}");
+      ops.fail(op_type,
+               "a fixed role needs its scale and zero_point: {\"role\": \"fixed\", "
+               "\"scale\": ..., \"zero_point\": ...}");
     }
     return trait;
   }
@@ -191,8 +193,8 @@ nlohmann::json mergeJson(nlohmann::json base, const nlohmann::json& top) {
       base.erase(item.key());
       continue;
     }
-    base[item.key()] = base.contains(item.key()) ? mergeJson(base[item.key()], item.value())
-                                                 : item.value();
+    base[item.key()] =
+        base.contains(item.key()) ? mergeJson(base[item.key()], item.value()) : item.value();
   }
   return base;
 }
@@ -210,7 +212,8 @@ bool looksLikePath(const std::string& s) {
 
 std::string knownNames() {
   std::string out;
-  for (const auto& n : builtinBackendNames()) out += (out.empty() ? "" : ", ") + n;
+  for (const auto& n : builtinBackendNames())
+    out += (out.empty() ? "" : ", ") + n;
   return out;
 }
 
@@ -327,8 +330,8 @@ BackendConfig parseBackendConfig(const nlohmann::json& document, const std::stri
 BackendConfig loadBackend(const std::string& name_or_path) {
   std::vector<std::string> chain;
   nlohmann::json doc = resolveDocument(name_or_path, chain);
-  return parseBackendConfig(doc, looksLikePath(name_or_path) ? name_or_path
-                                                              : "built-in backend " + name_or_path);
+  return parseBackendConfig(
+      doc, looksLikePath(name_or_path) ? name_or_path : "built-in backend " + name_or_path);
 }
 
 }  // namespace qforge::backends

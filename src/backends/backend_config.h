@@ -58,10 +58,10 @@ struct FusionPattern {
 
 // Where quantization points go around each unit.
 struct Placement {
-  bool unit_inputs = true;      // TensorRT, NNIE, QDQ: quantize what a unit reads
-  bool unit_outputs = false;    // SNPE, PPL, STPU (with inputs), Vitis (alone)
-  bool graph_inputs = false;    // always quantize graph inputs, whoever reads them
-  bool graph_outputs = false;   // quantize graph outputs produced by quantized units
+  bool unit_inputs = true;     // TensorRT, NNIE, QDQ: quantize what a unit reads
+  bool unit_outputs = false;   // SNPE, PPL, STPU (with inputs), Vitis (alone)
+  bool graph_inputs = false;   // always quantize graph inputs, whoever reads them
+  bool graph_outputs = false;  // quantize graph outputs produced by quantized units
 };
 
 // How biases of quantized units are represented on the hardware.

@@ -21,10 +21,10 @@ const EmbeddedFile kFiles[] = {
 };
 
 // The order docs and `qforge quantize --help` list them in; any other embedded file follows.
-const char* const kCanonicalOrder[] = {
-    "Academic", "TensorRT",   "TensorRT_NLP", "Academic_NLP", "SNPE",        "PPLW8A16",
-    "PPLCUDA",  "NNIE",       "Vitis",        "ONNX_QNN",     "OpenVINO",    "Tengine_u8",
-    "STPU",     "QDQ",        "ONNXRuntime",  "QNN"};
+const char* const kCanonicalOrder[] = {"Academic", "TensorRT", "TensorRT_NLP", "Academic_NLP",
+                                       "SNPE",     "PPLW8A16", "PPLCUDA",      "NNIE",
+                                       "Vitis",    "ONNX_QNN", "OpenVINO",     "Tengine_u8",
+                                       "STPU",     "QDQ",      "ONNXRuntime",  "QNN"};
 
 std::string lower(std::string s) {
   std::transform(s.begin(), s.end(), s.begin(),
@@ -41,7 +41,8 @@ std::vector<std::string> builtinBackendNames() {
   }
   for (const EmbeddedFile& f : kFiles) {
     bool listed = false;
-    for (const auto& n : names) listed = listed || lower(n) == f.stem;
+    for (const auto& n : names)
+      listed = listed || lower(n) == f.stem;
     if (!listed) names.push_back(f.stem);
   }
   return names;

@@ -25,7 +25,9 @@ inline double secondsSince(Clock::time_point start) {
 }
 
 // The one input data is fed to (algos::dataInput's rule, shared with calibration).
-inline const Value& modelInput(const Graph& graph) { return algos::dataInput(graph); }
+inline const Value& modelInput(const Graph& graph) {
+  return algos::dataInput(graph);
+}
 
 // The per-sample shape the model input declares (batch axis dropped, unknown dims -1).
 inline std::vector<int64_t> sampleShape(const Value& input) {
@@ -86,7 +88,7 @@ inline double psnrOf(const at::Tensor& per_image_mse, double peak) {
 }
 
 inline void scoreBatch(const data::Batch& batch, const at::Tensor& output, double peak,
-                const std::string& data_name, Scores& s) {
+                       const std::string& data_name, Scores& s) {
   const int64_t n = batch.inputs.size(0);
   if (s.metric == "top1") {
     require(output.dim() == 2,

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <filesystem>
 #include <iostream>
+#include <map>
 #include <sstream>
 
 #include "algos/calibrate.h"
@@ -133,7 +134,8 @@ std::string zeroPointText(const nlohmann::json& values) {
 // "int8 sym [-127,127] ch0", "uint8 asym [0,255]", "int32 bias s_in*s_w".
 std::string shortScheme(const nlohmann::json& q) {
   if (!q.contains("qmin")) return "int" + std::to_string(q["bits"].get<int>()) + " s_in*s_w";
-  std::string s = (q["unsigned"].get<bool>() ? "uint" : "int") + std::to_string(q["bits"].get<int>()) +
+  std::string s = (q["unsigned"].get<bool>() ? "uint" : "int") +
+                  std::to_string(q["bits"].get<int>()) +
                   (q["symmetric"].get<bool>() ? " sym [" : " asym [") +
                   std::to_string(q["qmin"].get<int64_t>()) + "," +
                   std::to_string(q["qmax"].get<int64_t>()) + "]";
@@ -154,20 +156,30 @@ std::string reportText(const nlohmann::json& report, const nlohmann::json& table
       << " quantizers\n";
   if (!report["float_ops"].empty()) {
     out << "float      ops this backend leaves in float:\n";
-    for (const auto& line : report["float_ops"]) out << "             " << line.get<std::string>() << "\n";
+    for (const auto& line : report["float_ops"])
+      out << "             " << line.get<std::string>() << "\n";
   }
-  size_t unit_w = 4, value_w = 5;
+  std::map<std::string, std::string> unit_ops;
+  for (const auto& u : report["units"])
+    unit_ops[u["name"].get<std::string>()] = u["ops"].get<std::string>();
+  size_t unit_w = 4, value_w = 5, ops_w = 3;
+  for (const auto& [name, ops] : unit_ops)
+    ops_w = std::max(ops_w, ops.size());
   for (const auto& q : table) {
     unit_w = std::max(unit_w, std::min<size_t>(28, q["unit"].get<std::string>().size()));
     value_w = std::max(value_w, std::min<size_t>(28, q["value"].get<std::string>().size()));
   }
-  out << "\n" << pad("unit", unit_w) << "  " << pad("value", value_w)
+  out << "\n"
+      << pad("unit", unit_w) << "  " << pad("ops", ops_w) << "  " << pad("value", value_w)
       << "  kind        scheme                   scale                    zp      observer\n";
   for (const auto& q : table) {
-    out << pad(q["unit"].get<std::string>(), unit_w) << "  " << pad(q["value"].get<std::string>(), value_w)
-        << "  " << pad(q["kind"].get<std::string>(), 10) << "  " << pad(shortScheme(q), 23)
-        << "  " << pad(scaleText(q["scale"]), 23) << "  "
-        << pad(zeroPointText(q["zero_point"]), 6) << "  " << q["observer"].get<std::string>() << "\n";
+    const std::string unit = q["unit"].get<std::string>();
+    out << pad(unit, unit_w) << "  "
+        << pad(unit_ops.count(unit) ? unit_ops[unit] : "graph I/O", ops_w) << "  "
+        << pad(q["value"].get<std::string>(), value_w) << "  "
+        << pad(q["kind"].get<std::string>(), 10) << "  " << pad(shortScheme(q), 23) << "  "
+        << pad(scaleText(q["scale"]), 23) << "  " << pad(zeroPointText(q["zero_point"]), 6) << "  "
+        << q["observer"].get<std::string>() << "\n";
   }
   out << "\n";
   if (report.contains("float")) {
@@ -176,16 +188,19 @@ std::string reportText(const nlohmann::json& report, const nlohmann::json& table
   }
   const auto& s = report["seconds"];
   char buf[200];
-  std::snprintf(buf, sizeof(buf),
-                "time       prepare %.2f s, calibrate %.2f s (%lld batches), total %.2f s, %d thread%s\n",
-                s["prepare"].get<double>(), s["calibrate"].get<double>(),
-                static_cast<long long>(report["calibration"]["batches"].get<int64_t>()),
-                s["total"].get<double>(), at::get_num_threads(), at::get_num_threads() == 1 ? "" : "s");
+  std::snprintf(
+      buf, sizeof(buf),
+      "time       prepare %.2f s, calibrate %.2f s (%lld batches), total %.2f s, %d thread%s\n",
+      s["prepare"].get<double>(), s["calibrate"].get<double>(),
+      static_cast<long long>(report["calibration"]["batches"].get<int64_t>()),
+      s["total"].get<double>(), at::get_num_threads(), at::get_num_threads() == 1 ? "" : "s");
   out << buf;
   out << "wrote     ";
-  for (const auto& f : report["files"]) out << " " << f.get<std::string>();
+  for (const auto& f : report["files"])
+    out << " " << f.get<std::string>();
   out << "\n";
-  if (report.contains("deploy_note")) out << "note       " << report["deploy_note"].get<std::string>() << "\n";
+  if (report.contains("deploy_note"))
+    out << "note       " << report["deploy_note"].get<std::string>() << "\n";
   return out.str();
 }
 
@@ -206,8 +221,8 @@ int runQuantize(const QuantizeOptions& o) {
   const double prepare_seconds = secondsSince(prepare_start);
 
   auto calib_data = openFor(o.calib, float_graph);
-  data::BatchLoader calib_loader(calib_data,
-                                 loaderOptions(float_graph, o.calib_batch, o.calib_batch * o.calib_batches));
+  data::BatchLoader calib_loader(
+      calib_data, loaderOptions(float_graph, o.calib_batch, o.calib_batch * o.calib_batches));
   ProgressBar calib_progress(calib_loader.size(), tty);
   const auto calib_start = Clock::now();
   const algos::CalibrationResult calibration = algos::calibrate(
@@ -225,7 +240,8 @@ int runQuantize(const QuantizeOptions& o) {
                            {"batch_size", o.calib_batch}};
   nlohmann::json units = nlohmann::json::array();
   for (const auto& u : model->units()) {
-    units.push_back({{"name", u.name}, {"ops", u.ops}, {"pattern", u.pattern}, {"skipped", u.skipped}});
+    units.push_back(
+        {{"name", u.name}, {"ops", u.ops}, {"pattern", u.pattern}, {"skipped", u.skipped}});
   }
   report["units"] = units;
   report["float_ops"] = model->floatOps();
@@ -235,11 +251,12 @@ int runQuantize(const QuantizeOptions& o) {
 
   if (!o.eval.empty()) {
     auto eval_data = openFor(o.eval, float_graph);
-    data::BatchLoader loader(eval_data, loaderOptions(float_graph, o.eval_batch,
-                                                      o.eval_limit < 0 ? 0 : o.eval_limit));
+    data::BatchLoader loader(
+        eval_data, loaderOptions(float_graph, o.eval_batch, o.eval_limit < 0 ? 0 : o.eval_limit));
     Executor float_executor(float_graph);
     auto t = Clock::now();
-    const Scores float_scores = score(float_executor, float_graph, loader, eval_data->describe(), tty);
+    const Scores float_scores =
+        score(float_executor, float_graph, loader, eval_data->describe(), tty);
     report["float"] = scoreJson(float_scores, secondsSince(t));
     t = Clock::now();
     const Scores quant_scores =
@@ -262,7 +279,8 @@ int runQuantize(const QuantizeOptions& o) {
   std::vector<std::string> written = writers.get("qdq")(*model, o.out);
   if (backend.deploy_format != "qdq") {
     if (writers.has(backend.deploy_format)) {
-      for (const auto& f : writers.get(backend.deploy_format)(*model, o.out)) written.push_back(f);
+      for (const auto& f : writers.get(backend.deploy_format)(*model, o.out))
+        written.push_back(f);
     } else {
       report["deploy_note"] = "no '" + backend.deploy_format +
                               "' writer is built in yet; wrote the QDQ ONNX model only";
@@ -284,7 +302,8 @@ int runQuantize(const QuantizeOptions& o) {
 
 std::string backendList() {
   std::string out;
-  for (const auto& n : backends::builtinBackendNames()) out += (out.empty() ? "" : ", ") + n;
+  for (const auto& n : backends::builtinBackendNames())
+    out += (out.empty() ? "" : ", ") + n;
   return out;
 }
 
@@ -293,9 +312,11 @@ std::string backendList() {
 std::pair<CLI::App*, std::function<int()>> addQuantizeCommand(CLI::App& app) {
   auto o = std::make_shared<QuantizeOptions>();
   CLI::App* sub = app.add_subcommand(
-      "quantize", "Prepare a model for a backend, calibrate it (naive PTQ), write QDQ ONNX + report");
+      "quantize",
+      "Prepare a model for a backend, calibrate it (naive PTQ), write QDQ ONNX + report");
   sub->add_option("model", o->model, "ONNX model file")->required();
-  sub->add_option("--backend", o->backend, "Built-in backend (" + backendList() + ") or a backend .json file")
+  sub->add_option("--backend", o->backend,
+                  "Built-in backend (" + backendList() + ") or a backend .json file")
       ->required();
   sub->add_option("--calib", o->calib, "Calibration data (same sources as eval --data)")
       ->capture_default_str();

@@ -33,7 +33,9 @@ void JsonReader::fail(const std::string& key, const std::string& message) const 
   throw Error(where_ + ": key '" + keyPath(key) + "': " + message);
 }
 
-bool JsonReader::has(const std::string& key) const { return object_.contains(key); }
+bool JsonReader::has(const std::string& key) const {
+  return object_.contains(key);
+}
 
 const nlohmann::json& JsonReader::get(const std::string& key) {
   read_.insert(key);
@@ -48,8 +50,8 @@ const nlohmann::json& JsonReader::raw(const std::string& key, nlohmann::json::va
   const bool int_ok = type == nlohmann::json::value_t::number_integer &&
                       (v.is_number_integer() || v.is_number_unsigned());
   if (v.type() != type && !number_ok && !int_ok) {
-    fail(key, std::string("must be ") + type_name + ", not " + v.type_name() + " (" + v.dump() +
-                  ")");
+    fail(key,
+         std::string("must be ") + type_name + ", not " + v.type_name() + " (" + v.dump() + ")");
   }
   return v;
 }
@@ -95,11 +97,14 @@ void JsonReader::finish(const std::vector<std::string>& also_known) const {
   for (const auto& item : object_.items()) {
     if (read_.count(item.key())) continue;
     bool known = false;
-    for (const auto& k : also_known) known = known || k == item.key();
+    for (const auto& k : also_known)
+      known = known || k == item.key();
     if (known) continue;
     std::string names;
-    for (const auto& k : read_) names += (names.empty() ? "" : ", ") + k;
-    for (const auto& k : also_known) names += (names.empty() ? "" : ", ") + k;
+    for (const auto& k : read_)
+      names += (names.empty() ? "" : ", ") + k;
+    for (const auto& k : also_known)
+      names += (names.empty() ? "" : ", ") + k;
     throw Error(where_ + ": unknown key '" + keyPath(item.key()) + "'" +
                 (names.empty() ? "" : " (known here: " + names + ")"));
   }

@@ -38,9 +38,10 @@ class Lowerer {
     quant::FakeQuantizer* q = model_.quantizer(name);
     require(q != nullptr, fq->describe() + ": no quantizer '" + name + "'");
     const QuantPoint* point = pointOf(name);
-    require(q->kind() != "NNIE", "quantizer '" + name +
-                                     "' uses NNIE's logarithmic grid, which ONNX's affine "
-                                     "QuantizeLinear cannot express; deploy it with the NNIE writer");
+    require(q->kind() != "NNIE",
+            "quantizer '" + name +
+                "' uses NNIE's logarithmic grid, which ONNX's affine "
+                "QuantizeLinear cannot express; deploy it with the NNIE writer");
     Value* x = fq->input(0);
     Value* y = fq->output(0);
     if (auto* bias = dynamic_cast<quant::DerivedBiasFakeQuantizer*>(q)) {
@@ -108,9 +109,10 @@ class Lowerer {
   Value* arithmetic(Value* x, const quant::QParams& p, const quant::QScheme& s,
                     const std::string& base, int64_t rank) {
     const bool per_channel = s.perChannel() && p.scale.numel() > 1;
-    require(!per_channel || rank > 0, "quantizer '" + base +
-                                          "': a per-channel activation cannot be lowered");
-    Value* scale = constant(base + "_scale", alongAxis(p.scale.to(at::kFloat), per_channel ? s.axis : -1, rank));
+    require(!per_channel || rank > 0,
+            "quantizer '" + base + "': a per-channel activation cannot be lowered");
+    Value* scale = constant(base + "_scale",
+                            alongAxis(p.scale.to(at::kFloat), per_channel ? s.axis : -1, rank));
     Value* zp = constant(base + "_zero_point",
                          alongAxis(p.zero_point.to(at::kFloat), per_channel ? s.axis : -1, rank));
     Value* v = op("Div", {x, scale}, base)->output(0);
@@ -146,8 +148,8 @@ class Lowerer {
     Value* half = constant(base + "_half", at::scalar_tensor(0.5f));
     Value* one = constant(base + "_one", at::scalar_tensor(1.0f));
     Value* is_tie = op("Equal", {op("Sub", {v, floor}, base)->output(0), half}, base)->output(0);
-    return op("Where", {is_tie, op("Add", {floor, one}, base)->output(0),
-                        op("Round", {v}, base)->output(0)},
+    return op("Where",
+              {is_tie, op("Add", {floor, one}, base)->output(0), op("Round", {v}, base)->output(0)},
               base)
         ->output(0);
   }
@@ -161,12 +163,12 @@ class Lowerer {
         at::clamp(at::round(x->initializer().to(at::kDouble) / scale), -limit, limit - 1);
     Value* stored = constant(x->name() + "_int32", levels.to(at::kInt));
     Value* s = constant(x->name() + "_scale", p.scale.numel() > 1 ? p.scale : p.scale.reshape({}));
-    Value* zp = constant(x->name() + "_zero_point",
-                         p.scale.numel() > 1 ? at::zeros({p.scale.numel()}, at::kInt)
-                                             : at::zeros({}, at::kInt));
-    Node* dq = graph_.addNode("DequantizeLinear", {stored, s, zp},
-                              {graph_.uniqueName(x->name() + "_dq")},
-                              graph_.uniqueName(q.name() + "/DequantizeLinear"));
+    Value* zp = constant(x->name() + "_zero_point", p.scale.numel() > 1
+                                                        ? at::zeros({p.scale.numel()}, at::kInt)
+                                                        : at::zeros({}, at::kInt));
+    Node* dq =
+        graph_.addNode("DequantizeLinear", {stored, s, zp}, {graph_.uniqueName(x->name() + "_dq")},
+                       graph_.uniqueName(q.name() + "/DequantizeLinear"));
     if (p.scale.numel() > 1) dq->attributes.set(Attribute::makeInt("axis", 0));
     replace(fq, y, dq->output(0));
   }
@@ -219,7 +221,8 @@ nlohmann::json quantizerTable(passes::PreparedModel& model) {
                             {"fake_quantizer", q->kind()},
                             {"observer", q->observer() ? q->observer()->kind() : ""}};
     if (auto* bias = dynamic_cast<quant::DerivedBiasFakeQuantizer*>(q)) {
-      entry["scheme"] = "int" + std::to_string(bias->bits()) + " symmetric, scale = s_input * s_weight";
+      entry["scheme"] =
+          "int" + std::to_string(bias->bits()) + " symmetric, scale = s_input * s_weight";
       entry["bits"] = bias->bits();
     } else {
       entry["scheme"] = q->scheme().str();
@@ -232,8 +235,10 @@ nlohmann::json quantizerTable(passes::PreparedModel& model) {
     }
     const at::Tensor scale = params.scale.to(at::kDouble).contiguous();
     const at::Tensor zp = params.zero_point.to(at::kLong).contiguous();
-    entry["scale"] = std::vector<double>(scale.data_ptr<double>(), scale.data_ptr<double>() + scale.numel());
-    entry["zero_point"] = std::vector<int64_t>(zp.data_ptr<int64_t>(), zp.data_ptr<int64_t>() + zp.numel());
+    entry["scale"] =
+        std::vector<double>(scale.data_ptr<double>(), scale.data_ptr<double>() + scale.numel());
+    entry["zero_point"] =
+        std::vector<int64_t>(zp.data_ptr<int64_t>(), zp.data_ptr<int64_t>() + zp.numel());
     out.push_back(entry);
   }
   return out;

@@ -18,13 +18,15 @@ const DeployWriter& WriterRegistry::get(const std::string& format) const {
   auto it = writers_.find(format);
   if (it != writers_.end()) return it->second;
   std::string known;
-  for (const auto& f : formats()) known += (known.empty() ? "" : ", ") + f;
+  for (const auto& f : formats())
+    known += (known.empty() ? "" : ", ") + f;
   throw Error("no deploy writer for format '" + format + "' (known: " + known + ")");
 }
 
 std::vector<std::string> WriterRegistry::formats() const {
   std::vector<std::string> out;
-  for (const auto& [name, writer] : writers_) out.push_back(name);
+  for (const auto& [name, writer] : writers_)
+    out.push_back(name);
   return out;
 }
 

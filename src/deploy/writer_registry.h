@@ -14,8 +14,8 @@ namespace qforge::deploy {
 
 // Writes the deployable files for `model` into the existing directory `out_dir` and returns
 // their paths. Writers must write each file atomically (core/files.h).
-using DeployWriter =
-    std::function<std::vector<std::string>(passes::PreparedModel& model, const std::string& out_dir)>;
+using DeployWriter = std::function<std::vector<std::string>(passes::PreparedModel& model,
+                                                            const std::string& out_dir)>;
 
 class WriterRegistry {
  public:

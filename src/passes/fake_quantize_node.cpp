@@ -21,7 +21,8 @@ Node* addFakeQuantizeNode(Graph& graph, Value* v, const std::string& quantizer,
   const std::string node_name = graph.uniqueName("fq/" + quantizer);
   const bool all = uses.empty();
   const bool graph_output = all && graph.isGraphOutput(v);
-  Node* node = graph.insertOnValue(v, kFakeQuantizeOp, uses, node_name, graph_output, kQforgeDomain);
+  Node* node =
+      graph.insertOnValue(v, kFakeQuantizeOp, uses, node_name, graph_output, kQforgeDomain);
   node->attributes.set(Attribute::makeString("quantizer", quantizer));
   if (graph_output) {
     // Keep the output's name on the graph's interface: the float value is renamed instead.
@@ -45,7 +46,8 @@ OpRegistry registryWithFakeQuantize(QuantizerLookup lookup) {
     if (q == nullptr) ctx.fail("no fake quantizer named '" + name + "' in this model");
     const at::Tensor& x = ctx.input(0);
     if (!at::isFloatingType(x.scalar_type())) {
-      ctx.fail("quantizer '" + name + "' received a " + std::string(c10::toString(x.scalar_type())) +
+      ctx.fail("quantizer '" + name + "' received a " +
+               std::string(c10::toString(x.scalar_type())) +
                " tensor; only float values can be fake-quantized");
     }
     return {q->forward(x)};

@@ -99,7 +99,8 @@ class Inserter {
       const bool shared_concat =
           backend_.constraints.concat_shared_scale && unit.anchor()->opType() == "Concat";
       std::string concat_quantizer;
-      for (const Use& w : unit.weights) quantizeWeight(unit, w, s.weight);
+      for (const Use& w : unit.weights)
+        quantizeWeight(unit, w, s.weight);
       if (place.unit_inputs) {
         for (const Use& in : unit.activation_inputs) {
           std::string q = quantizeInput(unit, in, s.activation,
@@ -147,7 +148,8 @@ class Inserter {
 
   std::string freshName(const std::string& base) {
     std::string name = base;
-    for (int k = 1; by_name_.count(name); ++k) name = base + "_" + std::to_string(k);
+    for (int k = 1; by_name_.count(name); ++k)
+      name = base + "_" + std::to_string(k);
     return name;
   }
 

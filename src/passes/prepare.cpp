@@ -26,7 +26,8 @@ quant::FakeQuantizer* PreparedModel::quantizer(const std::string& name) const {
 
 std::vector<quant::FakeQuantizer*> PreparedModel::quantizers() const {
   std::vector<quant::FakeQuantizer*> out;
-  for (const QuantPoint& p : points_) out.push_back(quantizer(p.quantizer));
+  for (const QuantPoint& p : points_)
+    out.push_back(quantizer(p.quantizer));
   return out;
 }
 
@@ -36,8 +37,8 @@ void PreparedModel::setMode(quant::FakeQuantMode mode) {
     if (q->observer() != nullptr) {
       q->setMode(mode);
     } else {
-      const bool on = mode == FakeQuantMode::Quantization ||
-                      mode == FakeQuantMode::CalibrateAndQuantize;
+      const bool on =
+          mode == FakeQuantMode::Quantization || mode == FakeQuantMode::CalibrateAndQuantize;
       q->setMode(on ? FakeQuantMode::Quantization : FakeQuantMode::Float);
     }
   }
@@ -100,8 +101,7 @@ bool foldsBatchNormAfter(const BackendConfig& backend, const std::vector<std::st
 }
 
 std::vector<UnitSettings> resolveSettings(const std::vector<QuantUnit>& units,
-                                          const BackendConfig& backend,
-                                          const QuantConfig& config) {
+                                          const BackendConfig& backend, const QuantConfig& config) {
   const backends::QuantSpec weight =
       applySpecPatch(backend.weight, config.weight, config.where + ": weight");
   const backends::QuantSpec activation =
@@ -130,9 +130,9 @@ std::vector<UnitSettings> resolveSettings(const std::vector<QuantUnit>& units,
 // Ops that compute something, are not part of a unit and are not pure data movement.
 std::vector<std::string> floatOps(const Graph& graph, const BackendConfig& backend,
                                   const std::set<const Node*>& in_units) {
-  static const std::set<std::string> bookkeeping = {"Constant", "Shape", "Identity", "Gather",
-                                                     "Unsqueeze", "Squeeze", "Concat",
-                                                     "ConstantOfShape", "Cast"};
+  static const std::set<std::string> bookkeeping = {"Constant", "Shape",           "Identity",
+                                                    "Gather",   "Unsqueeze",       "Squeeze",
+                                                    "Concat",   "ConstantOfShape", "Cast"};
   std::map<std::string, std::vector<std::string>> by_op;
   for (const Node* n : graph.topologicalOrder()) {
     if (in_units.count(n) || isFakeQuantize(n)) continue;
@@ -146,7 +146,8 @@ std::vector<std::string> floatOps(const Graph& graph, const BackendConfig& backe
   std::vector<std::string> out;
   for (const auto& [op, names] : by_op) {
     std::string line = op + " x" + std::to_string(names.size()) + ":";
-    for (size_t i = 0; i < names.size() && i < 4; ++i) line += " " + names[i];
+    for (size_t i = 0; i < names.size() && i < 4; ++i)
+      line += " " + names[i];
     if (names.size() > 4) line += " ...";
     out.push_back(line);
   }
@@ -180,7 +181,8 @@ std::unique_ptr<quant::FakeQuantizer> createQuantizer(const QuantPoint& p,
         model.quantizer(p.bias_weight_quantizer));
   }
   try {
-    auto observer = observers.create(p.spec.observer, p.value, p.spec.scheme, p.spec.observer_options);
+    auto observer =
+        observers.create(p.spec.observer, p.value, p.spec.scheme, p.spec.observer_options);
     return fakes.create(p.spec.fake_quantizer, p.quantizer, p.spec.scheme, std::move(observer),
                         p.spec.fake_quantizer_options);
   } catch (const Error& e) {
@@ -210,8 +212,8 @@ std::unique_ptr<PreparedModel> prepare(Graph graph, const BackendConfig& backend
   std::vector<UnitSettings> settings = resolveSettings(units, backend, options.config);
   std::set<const Node*> in_units;
   for (size_t i = 0; i < units.size(); ++i) {
-    model->units_.push_back(
-        UnitSummary{units[i].name, units[i].ops(), units[i].pattern, settings[i].skip, settings[i]});
+    model->units_.push_back(UnitSummary{units[i].name, units[i].ops(), units[i].pattern,
+                                        settings[i].skip, settings[i]});
     if (!settings[i].skip) in_units.insert(units[i].nodes.begin(), units[i].nodes.end());
   }
   model->float_ops_ = floatOps(g, backend, in_units);

@@ -14,7 +14,8 @@ namespace qforge::passes {
 namespace {
 
 bool endsWith(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 nlohmann::json scalarToJson(const YAML::Node& node) {
@@ -39,12 +40,14 @@ nlohmann::json nodeToJson(const YAML::Node& node) {
       return scalarToJson(node);
     case YAML::NodeType::Sequence: {
       nlohmann::json out = nlohmann::json::array();
-      for (const auto& item : node) out.push_back(nodeToJson(item));
+      for (const auto& item : node)
+        out.push_back(nodeToJson(item));
       return out;
     }
     case YAML::NodeType::Map: {
       nlohmann::json out = nlohmann::json::object();
-      for (const auto& item : node) out[item.first.as<std::string>()] = nodeToJson(item.second);
+      for (const auto& item : node)
+        out[item.first.as<std::string>()] = nodeToJson(item.second);
       return out;
     }
   }
@@ -73,8 +76,9 @@ backends::QuantSpec applySpecPatch(const backends::QuantSpec& spec, const nlohma
   if (patch.is_null() || patch.empty()) return spec;
   nlohmann::json merged = backends::toJson(spec);
   // Leaving a signed symmetric grid drops the narrow-range flag unless the patch sets it.
-  const bool leaves_signed_symmetric = (patch.contains("symmetric") && patch["symmetric"] == false) ||
-                                       (patch.contains("unsigned") && patch["unsigned"] == true);
+  const bool leaves_signed_symmetric =
+      (patch.contains("symmetric") && patch["symmetric"] == false) ||
+      (patch.contains("unsigned") && patch["unsigned"] == true);
   if (leaves_signed_symmetric && !patch.contains("symmetric_range")) {
     merged["symmetric_range"] = false;
   }
@@ -85,7 +89,8 @@ backends::QuantSpec applySpecPatch(const backends::QuantSpec& spec, const nlohma
   if (patch.contains("fake_quantizer") && !patch.contains("fake_quantizer_options")) {
     merged["fake_quantizer_options"] = nlohmann::json::object();
   }
-  for (const auto& item : patch.items()) merged[item.key()] = item.value();
+  for (const auto& item : patch.items())
+    merged[item.key()] = item.value();
   return backends::parseQuantSpec(merged, where, "");
 }
 
@@ -148,26 +153,30 @@ bool selects(const NodeOverride& o, const Node& node) {
 void checkOverridesMatch(const QuantConfig& config, const Graph& graph) {
   const std::vector<Node*> nodes = graph.nodes();
   for (const NodeOverride& o : config.overrides) {
-    const bool any = std::any_of(nodes.begin(), nodes.end(),
-                                 [&](const Node* n) { return selects(o, *n); });
+    const bool any =
+        std::any_of(nodes.begin(), nodes.end(), [&](const Node* n) { return selects(o, *n); });
     if (any) continue;
     if (!o.name.empty()) {
       // Suggest names sharing the longest prefix: the usual mistake is a path typo.
       std::vector<std::pair<size_t, std::string>> near;
       for (const Node* n : nodes) {
         size_t k = 0;
-        while (k < n->name().size() && k < o.name.size() && n->name()[k] == o.name[k]) ++k;
+        while (k < n->name().size() && k < o.name.size() && n->name()[k] == o.name[k])
+          ++k;
         near.emplace_back(k, n->name());
       }
-      std::sort(near.begin(), near.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+      std::sort(near.begin(), near.end(),
+                [](const auto& a, const auto& b) { return a.first > b.first; });
       std::string hint;
-      for (size_t i = 0; i < near.size() && i < 3; ++i) hint += (i ? ", " : "") + near[i].second;
+      for (size_t i = 0; i < near.size() && i < 3; ++i)
+        hint += (i ? ", " : "") + near[i].second;
       throw Error(o.where + ": no node is named '" + o.name + "'" +
                   (hint.empty() ? "" : "; nearest names: " + hint));
     }
-    throw Error(o.where + ": " +
-                (o.op_type.empty() ? "name_regex '" + o.name_regex + "'" : "op_type '" + o.op_type + "'") +
-                " matches no node of the model");
+    throw Error(
+        o.where + ": " +
+        (o.op_type.empty() ? "name_regex '" + o.name_regex + "'" : "op_type '" + o.op_type + "'") +
+        " matches no node of the model");
   }
 }
 

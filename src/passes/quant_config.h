@@ -26,7 +26,7 @@ struct NodeOverride {
   std::string name_regex;  // ECMAScript regex, full match
   std::string op_type;
   bool skip = false;
-  nlohmann::json weight;      // partial spec objects, merged over the backend's
+  nlohmann::json weight;  // partial spec objects, merged over the backend's
   nlohmann::json activation;
   std::string where;  // "config.yaml: overrides[2]" for errors
 };

@@ -13,14 +13,15 @@ using backends::OpRole;
 
 std::string QuantUnit::ops() const {
   std::string out;
-  for (const Node* n : nodes) out += (out.empty() ? "" : "+") + n->opType();
+  for (const Node* n : nodes)
+    out += (out.empty() ? "" : "+") + n->opType();
   return out;
 }
 
 bool isConstant(const Value* v) {
-  return v != nullptr && (v->isInitializer() || (v->producer() != nullptr &&
-                                                 v->producer()->opType() == "Constant" &&
-                                                 v->producer()->inputs().empty()));
+  return v != nullptr && (v->isInitializer() ||
+                          (v->producer() != nullptr && v->producer()->opType() == "Constant" &&
+                           v->producer()->inputs().empty()));
 }
 
 int64_t weightChannelAxis(const Node& node, size_t slot, const at::Tensor& weight) {
@@ -41,8 +42,8 @@ namespace {
 
 // Ops that combine several activations: every non-constant input is an activation input.
 bool combinesActivations(const std::string& op) {
-  static const std::set<std::string> ops = {"Add",  "Sub",  "Mul", "Div",    "Concat",
-                                            "Sum",  "Max",  "Min", "Mean",   "MatMul",
+  static const std::set<std::string> ops = {"Add",    "Sub",   "Mul",  "Div",  "Concat",
+                                            "Sum",    "Max",   "Min",  "Mean", "MatMul",
                                             "Einsum", "Where", "PRelu"};
   return ops.count(op) > 0;
 }
@@ -71,9 +72,8 @@ Node* soleConsumer(const Graph& graph, const Node* node) {
 std::vector<Node*> matchPattern(const Graph& graph, Node* anchor, const FusionPattern& pattern,
                                 const std::set<const Node*>& taken) {
   const auto accepts = [](const backends::FusionStep& step, const Node* n) {
-    return n != nullptr &&
-           std::find(step.op_types.begin(), step.op_types.end(), n->opType()) !=
-               step.op_types.end();
+    return n != nullptr && std::find(step.op_types.begin(), step.op_types.end(), n->opType()) !=
+                               step.op_types.end();
   };
   if (!accepts(pattern.steps.front(), anchor)) return {};
   std::vector<Node*> nodes{anchor};
@@ -126,7 +126,8 @@ void collectInputs(const Graph& graph, const BackendConfig& backend, QuantUnit& 
         activationSlots(*node, info, k == 0 ? backend.trait(node->opType()) : nullptr);
     for (int slot : slots) {
       const Value* v = node->input(static_cast<size_t>(slot));
-      if (v == nullptr || isConstant(v) || (isWeightSlot(info, slot) && v->isInitializer())) continue;
+      if (v == nullptr || isConstant(v) || (isWeightSlot(info, slot) && v->isInitializer()))
+        continue;
       if (v->producer() != nullptr && inside.count(v->producer())) continue;
       unit.activation_inputs.push_back(Use{node, static_cast<size_t>(slot)});
     }
@@ -163,7 +164,8 @@ std::vector<QuantUnit> findQuantUnits(const Graph& graph, const BackendConfig& b
         }
       }
     }
-    for (const Node* n : unit.nodes) taken.insert(n);
+    for (const Node* n : unit.nodes)
+      taken.insert(n);
     unit.name = node->name().empty() ? node->outputs().front()->name() : node->name();
     collectInputs(graph, backend, unit);
     units.push_back(std::move(unit));

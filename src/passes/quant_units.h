@@ -19,7 +19,7 @@ struct QuantUnit {
   std::vector<Use> activation_inputs;
   // (node, slot) pairs of the anchor's constant weights (initializers), and of its bias.
   std::vector<Use> weights;
-  Use bias;  // bias.node == nullptr when there is none (or it is not an initializer)
+  Use bias;                 // bias.node == nullptr when there is none (or it is not an initializer)
   Value* output = nullptr;  // what the unit writes: the last node's first output
   std::string pattern;      // the fusion pattern that formed it ("" for a lone op)
 

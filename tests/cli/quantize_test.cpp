@@ -38,7 +38,8 @@ TEST(QuantizeCli, QuantizesTheZooResNetAndWritesModelTableAndReport) {
   const std::string out = makeTempDir("quantize") + "/out";
   CliResult r = runCli("quantize " + zoo("resnet") +
                        " --backend TensorRT --calib-batches 2 --calib-batch 32 "
-                       "--eval fashion-mnist:test --eval-limit 300 --out " + out + " --json");
+                       "--eval fashion-mnist:test --eval-limit 300 --out " +
+                       out + " --json");
   ASSERT_EQ(r.exit_code, 0) << r.out;
   const nlohmann::json report = nlohmann::json::parse(r.out);
   EXPECT_EQ(report["backend"], "TensorRT");
@@ -55,7 +56,8 @@ TEST(QuantizeCli, QuantizesTheZooResNetAndWritesModelTableAndReport) {
   EXPECT_EQ(table["quantizers"].size(), report["quantizers"].size());
   Graph qdq = importOnnxFile(out + "/model.qdq.onnx");
   int q = 0;
-  for (const Node* n : qdq.nodes()) q += n->opType() == "QuantizeLinear";
+  for (const Node* n : qdq.nodes())
+    q += n->opType() == "QuantizeLinear";
   EXPECT_EQ(q, static_cast<int>(table["quantizers"].size()));
 }
 
@@ -63,7 +65,8 @@ TEST(QuantizeCli, TextReportShowsTheTableAndAccuracy) {
   const std::string out = makeTempDir("quantize") + "/out";
   CliResult r = runCli("quantize " + zoo("resnet") +
                        " --backend QDQ --calib-batches 1 --calib-batch 16 "
-                       "--eval fashion-mnist:test --eval-limit 100 --out " + out);
+                       "--eval fashion-mnist:test --eval-limit 100 --out " +
+                       out);
   ASSERT_EQ(r.exit_code, 0) << r.out;
   EXPECT_NE(r.out.find("/stem/stem.0/Conv"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("float      top-1"), std::string::npos) << r.out;
@@ -72,8 +75,8 @@ TEST(QuantizeCli, TextReportShowsTheTableAndAccuracy) {
 }
 
 TEST(QuantizeCli, UnknownBackendNameListsTheKnownOnes) {
-  CliResult r = runCli("quantize " + zoo("resnet") + " --backend TensorRTX --out " +
-                       makeTempDir("quantize"));
+  CliResult r =
+      runCli("quantize " + zoo("resnet") + " --backend TensorRTX --out " + makeTempDir("quantize"));
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_EQ(lineCount(r.out), 1u) << r.out;
   EXPECT_NE(r.out.find("unknown backend 'TensorRTX'"), std::string::npos) << r.out;
@@ -83,7 +86,8 @@ TEST(QuantizeCli, UnknownBackendNameListsTheKnownOnes) {
 TEST(QuantizeCli, MalformedBackendFilePointsAtTheKey) {
   const std::string dir = makeTempDir("quantize");
   writeText(dir + "/chip.json", R"({"name": "Chip", "weight": {"bitz": 8}})");
-  CliResult r = runCli("quantize " + zoo("resnet") + " --backend " + dir + "/chip.json --out " + dir + "/o");
+  CliResult r =
+      runCli("quantize " + zoo("resnet") + " --backend " + dir + "/chip.json --out " + dir + "/o");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_EQ(lineCount(r.out), 1u) << r.out;
   EXPECT_NE(r.out.find("chip.json"), std::string::npos) << r.out;
@@ -91,7 +95,8 @@ TEST(QuantizeCli, MalformedBackendFilePointsAtTheKey) {
   EXPECT_FALSE(std::filesystem::exists(dir + "/o/model.qdq.onnx"));
 
   writeText(dir + "/broken.json", R"({"name": "Chip", "weight": {"bits": 8,}})");
-  r = runCli("quantize " + zoo("resnet") + " --backend " + dir + "/broken.json --out " + dir + "/o");
+  r = runCli("quantize " + zoo("resnet") + " --backend " + dir + "/broken.json --out " + dir +
+             "/o");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.out.find("not valid JSON at byte"), std::string::npos) << r.out;
 }
@@ -107,16 +112,20 @@ TEST(QuantizeCli, ConfigNamingAMissingNodeSuggestsNearNames) {
   EXPECT_NE(r.out.find("/stem/stem.0/Conv"), std::string::npos) << r.out;
 
   writeText(dir + "/bad.yaml", "weight: {bits: 4\n");
-  r = runCli("quantize " + zoo("resnet") + " --backend TensorRT --config " + dir + "/bad.yaml --out " + dir + "/o");
+  r = runCli("quantize " + zoo("resnet") + " --backend TensorRT --config " + dir +
+             "/bad.yaml --out " + dir + "/o");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.out.find("not valid YAML at line"), std::string::npos) << r.out;
 }
 
 TEST(QuantizeCli, YamlConfigChangesTheWidths) {
   const std::string dir = makeTempDir("quantize");
-  writeText(dir + "/w4.yaml", "weight: {bits: 4}\noverrides:\n  - {op_type: Gemm, weight: {bits: 8}}\n");
-  CliResult r = runCli("quantize " + zoo("resnet") + " --backend TensorRT --calib-batches 1 "
-                       "--calib-batch 8 --config " + dir + "/w4.yaml --out " + dir + "/o --json");
+  writeText(dir + "/w4.yaml",
+            "weight: {bits: 4}\noverrides:\n  - {op_type: Gemm, weight: {bits: 8}}\n");
+  CliResult r = runCli("quantize " + zoo("resnet") +
+                       " --backend TensorRT --calib-batches 1 "
+                       "--calib-batch 8 --config " +
+                       dir + "/w4.yaml --out " + dir + "/o --json");
   ASSERT_EQ(r.exit_code, 0) << r.out;
   const nlohmann::json report = nlohmann::json::parse(r.out);
   int four = 0, eight = 0;
@@ -133,9 +142,9 @@ TEST(QuantizeCli, YamlConfigChangesTheWidths) {
 
 TEST(QuantizeCli, OpsTheBackendCannotQuantizeStayFloatAndAreListed) {
   const std::string dir = makeTempDir("quantize");
-  CliResult r = runCli("quantize " + convSoftmaxModel(dir) +
-                       " --backend TensorRT --calib-batches 1 --calib-batch 4 --out " + dir +
-                       "/o --json");
+  CliResult r =
+      runCli("quantize " + convSoftmaxModel(dir) +
+             " --backend TensorRT --calib-batches 1 --calib-batch 4 --out " + dir + "/o --json");
   ASSERT_EQ(r.exit_code, 0) << r.out;
   const nlohmann::json report = nlohmann::json::parse(r.out);
   ASSERT_EQ(report["float_ops"].size(), 1u);

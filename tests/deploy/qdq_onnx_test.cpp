@@ -20,7 +20,8 @@ namespace {
 
 std::map<std::string, int> opCounts(const Graph& g) {
   std::map<std::string, int> counts;
-  for (const Node* n : g.nodes()) counts[n->opType()]++;
+  for (const Node* n : g.nodes())
+    counts[n->opType()]++;
   return counts;
 }
 
@@ -74,7 +75,8 @@ TEST(QdqOnnx, WrittenFileReadsBackAndRuns) {
 
 TEST(QdqOnnx, OutputQuantizerKeepsTheGraphOutputName) {
   at::Tensor x;
-  auto m = calibrated(tinyBackend({{"placement", {{"unit_inputs", false}, {"unit_outputs", true}}}}), x);
+  auto m =
+      calibrated(tinyBackend({{"placement", {{"unit_inputs", false}, {"unit_outputs", true}}}}), x);
   Graph qdq = deploy::toQdqGraph(*m);
   ASSERT_EQ(qdq.outputs().size(), 1u);
   EXPECT_EQ(qdq.outputs().front()->name(), "y");
@@ -108,16 +110,18 @@ TEST(QdqOnnx, DerivedBiasIsStoredAsInt32WithItsScale) {
   EXPECT_EQ(dq->opType(), "DequantizeLinear");
   EXPECT_EQ(dq->input(0)->initializer().scalar_type(), at::kInt);
   const at::Tensor scale = dq->input(1)->initializer();
-  const at::Tensor expected = m->quantizer("x")->qparams().scale * m->quantizer("w1")->qparams().scale;
+  const at::Tensor expected =
+      m->quantizer("x")->qparams().scale * m->quantizer("w1")->qparams().scale;
   EXPECT_TRUE(at::allclose(scale, expected));
   expectSameOutputs(*m, qdq, x);
 }
 
 TEST(QdqOnnx, RefusesQuantizersWithoutAnAffineGrid) {
   at::Tensor x;
-  auto m = calibrated(tinyBackend({{"activation", {{"symmetric", true}, {"unsigned", false},
-                                                   {"fake_quantizer", "NNIE"}}}}),
-                      x);
+  auto m = calibrated(
+      tinyBackend(
+          {{"activation", {{"symmetric", true}, {"unsigned", false}, {"fake_quantizer", "NNIE"}}}}),
+      x);
   try {
     deploy::toQdqGraph(*m);
     FAIL() << "expected an error";
@@ -137,7 +141,7 @@ TEST(QdqOnnx, QuantizerTableHasEveryQuantizerWithItsParameters) {
     ASSERT_NE(fq, nullptr);
     EXPECT_EQ(q["scale"].size(), q["zero_point"].size());
   }
-  EXPECT_EQ(table[0]["name"], "w1");  // weights come before the input they meet
+  EXPECT_EQ(table[0]["name"], "w1");        // weights come before the input they meet
   EXPECT_EQ(table[0]["scale"].size(), 3u);  // per output channel
   EXPECT_EQ(table[0]["kind"], "weight");
 }

@@ -32,7 +32,9 @@ std::string quantizerBefore(const Graph& g, const std::string& consumer, size_t 
   return passes::quantizerOf(*in->producer());
 }
 
-float toFloat(double v) { return static_cast<float>(v); }
+float toFloat(double v) {
+  return static_cast<float>(v);
+}
 
 TEST(InsertFakeQuant, InputsPlacementQuantizesWeightsAndWhatEachUnitReads) {
   auto m = passes::prepare(convReluConv(), tinyBackend());
@@ -43,7 +45,7 @@ TEST(InsertFakeQuant, InputsPlacementQuantizesWeightsAndWhatEachUnitReads) {
   EXPECT_EQ(quantizerBefore(g, "conv1", 1), "w1");
   EXPECT_EQ(quantizerBefore(g, "conv2", 0), "r");  // after the fused ReLU, not between
   EXPECT_EQ(quantizerBefore(g, "conv2", 1), "w2");
-  EXPECT_EQ(quantizerBefore(g, "relu", 0), "");    // nothing inside the Conv+Relu unit
+  EXPECT_EQ(quantizerBefore(g, "relu", 0), "");  // nothing inside the Conv+Relu unit
   EXPECT_EQ(m->units().size(), 2u);
   EXPECT_EQ(m->units()[0].ops, "Conv+Relu");
   EXPECT_EQ(m->quantizer("w1")->scheme().axis, 0);
@@ -67,8 +69,7 @@ TEST(InsertFakeQuant, QuantizedOutputMatchesPyTorchFakeQuantizeReference) {
   // float network's.
   auto fq_act = [](const at::Tensor& t, const at::Tensor& calibrated_on) {
     const float s = toFloat(asymmetricScale(calibrated_on));
-    return at::fake_quantize_per_tensor_affine(t, s, asymmetricZeroPoint(calibrated_on, s), 0,
-                                               255);
+    return at::fake_quantize_per_tensor_affine(t, s, asymmetricZeroPoint(calibrated_on, s), 0, 255);
   };
   auto fq_weight = [](const at::Tensor& w) {
     const at::Tensor s = symmetricScalesPerChannel(w).to(at::kFloat);
@@ -87,7 +88,8 @@ TEST(InsertFakeQuant, QuantizedOutputMatchesPyTorchFakeQuantizeReference) {
 TEST(InsertFakeQuant, OutputsPlacementQuantizesUnitOutputsAndKeepsGraphOutputNames) {
   auto m = passes::prepare(
       convReluConv(),
-      tinyBackend({{"placement", {{"unit_inputs", false}, {"unit_outputs", true}, {"graph_inputs", true}}}}));
+      tinyBackend({{"placement",
+                    {{"unit_inputs", false}, {"unit_outputs", true}, {"graph_inputs", true}}}}));
   const Graph& g = m->graph();
   // x (graph input), w1, r (unit 1 output), w2, y (unit 2 output, a graph output).
   EXPECT_EQ(fakeQuantizeNodes(g).size(), 5u);
@@ -122,10 +124,12 @@ TEST(InsertFakeQuant, SharesInputOpsCarryTheirInputsQuantizer) {
   Graph g;
   Value* x = g.addValue("x");
   g.addInput(x);
-  Node* c1 = g.addNode("Conv", {x, g.addInitializer("w1", at::randn({2, 2, 1, 1}))}, {"c1"}, "conv1");
+  Node* c1 =
+      g.addNode("Conv", {x, g.addInitializer("w1", at::randn({2, 2, 1, 1}))}, {"c1"}, "conv1");
   Node* pool = g.addNode("MaxPool", {c1->output(0)}, {"p"}, "pool");
   pool->attributes.set(Attribute::makeInts("kernel_shape", {2, 2}));
-  Node* c2 = g.addNode("Conv", {pool->output(0), g.addInitializer("w2", at::randn({2, 2, 1, 1}))}, {"y"}, "conv2");
+  Node* c2 = g.addNode("Conv", {pool->output(0), g.addInitializer("w2", at::randn({2, 2, 1, 1}))},
+                       {"y"}, "conv2");
   g.addOutput(c2->output(0));
   auto m = passes::prepare(
       std::move(g), tinyBackend({{"placement", {{"unit_inputs", true}, {"unit_outputs", true}}}}));
@@ -145,7 +149,8 @@ TEST(InsertFakeQuant, ConcatInputsShareOneQuantizerWhoseRangeCoversBoth) {
   Node* cat = g.addNode("Concat", {a->output(0), neg->output(0)}, {"y"}, "cat");
   cat->attributes.set(Attribute::makeInt("axis", 1));
   g.addOutput(cat->output(0));
-  auto m = passes::prepare(std::move(g), tinyBackend({{"constraints", {{"concat_shared_scale", true}}}}));
+  auto m = passes::prepare(std::move(g),
+                           tinyBackend({{"constraints", {{"concat_shared_scale", true}}}}));
   const Graph& p = m->graph();
   const std::string q0 = quantizerBefore(p, "cat", 0);
   EXPECT_FALSE(q0.empty());
@@ -160,10 +165,9 @@ TEST(InsertFakeQuant, ConcatInputsShareOneQuantizerWhoseRangeCoversBoth) {
 }
 
 TEST(InsertFakeQuant, UnsignedGridAfterReluWhenTheBackendAsks) {
-  auto m = passes::prepare(
-      convReluConv(),
-      tinyBackend({{"activation", {{"symmetric", true}, {"unsigned", false}}},
-                   {"constraints", {{"unsigned_after_relu", true}}}}));
+  auto m = passes::prepare(convReluConv(),
+                           tinyBackend({{"activation", {{"symmetric", true}, {"unsigned", false}}},
+                                        {"constraints", {{"unsigned_after_relu", true}}}}));
   EXPECT_FALSE(m->quantizer("x")->scheme().is_unsigned);  // graph input: could be negative
   EXPECT_TRUE(m->quantizer("r")->scheme().is_unsigned);   // after the fused ReLU
   EXPECT_EQ(m->quantizer("r")->scheme().qmax(), 255);
@@ -173,12 +177,12 @@ TEST(InsertFakeQuant, FirstAndLastUnitsKeepTheirWidth) {
   Graph g = convReluConv();
   // Insert a third conv between relu and conv2 so there is a middle unit.
   Node* conv2 = g.findNode("conv2");
-  Node* mid = g.addNode("Conv", {g.value("r"), g.addInitializer("wm", at::randn({3, 3, 1, 1}))}, {"m"}, "mid");
+  Node* mid = g.addNode("Conv", {g.value("r"), g.addInitializer("wm", at::randn({3, 3, 1, 1}))},
+                        {"m"}, "mid");
   g.setInput(conv2, 0, mid->output(0));
-  auto m = passes::prepare(std::move(g),
-                           tinyBackend({{"weight", {{"bits", 4}}},
-                                        {"activation", {{"bits", 4}}},
-                                        {"constraints", {{"first_last_bits", 8}}}}));
+  auto m = passes::prepare(std::move(g), tinyBackend({{"weight", {{"bits", 4}}},
+                                                      {"activation", {{"bits", 4}}},
+                                                      {"constraints", {{"first_last_bits", 8}}}}));
   EXPECT_EQ(m->quantizer("w1")->scheme().bits, 8);
   EXPECT_EQ(m->quantizer("x")->scheme().bits, 8);
   EXPECT_EQ(m->quantizer("wm")->scheme().bits, 4);
@@ -190,15 +194,17 @@ TEST(InsertFakeQuant, FirstAndLastUnitsKeepTheirWidth) {
 TEST(InsertFakeQuant, DerivedBiasUsesInputTimesWeightScale) {
   Graph source = convReluConv();
   const at::Tensor b1 = source.value("b1")->initializer().clone();
-  auto m = passes::prepare(std::move(source),
-                           tinyBackend({{"constraints", {{"bias", {{"mode", "derived"}, {"bits", 8}}}}}}));
+  auto m = passes::prepare(
+      std::move(source),
+      tinyBackend({{"constraints", {{"bias", {{"mode", "derived"}, {"bits", 8}}}}}}));
   ASSERT_NE(m->quantizer("b1"), nullptr);
   const at::Tensor x = at::randn({2, 2, 5, 5});
   calibrateOn(*m, x);
   const at::Tensor s = (m->quantizer("x")->qparams().scale.to(at::kDouble) *
                         m->quantizer("w1")->qparams().scale.to(at::kDouble));
   const at::Tensor got = m->quantizer("b1")->forward(b1);
-  const at::Tensor expected = (at::clamp(at::round(b1.to(at::kDouble) / s), -128, 127) * s).to(at::kFloat);
+  const at::Tensor expected =
+      (at::clamp(at::round(b1.to(at::kDouble) / s), -128, 127) * s).to(at::kFloat);
   EXPECT_TRUE(at::allclose(got, expected, 0, 1e-7));
   EXPECT_FALSE(at::equal(got, b1));
 }
@@ -215,7 +221,8 @@ TEST(InsertFakeQuant, FixedRoleUsesTheFunctionsKnownRange) {
   m->setMode(quant::FakeQuantMode::Quantization);  // nothing to calibrate
   const at::Tensor xin = at::randn({64}) * 4;
   const at::Tensor y = m->executor().run({{"x", xin}}).at("y");
-  const at::Tensor expected = at::fake_quantize_per_tensor_affine(at::sigmoid(xin), 1.0 / 256, 0, 0, 255);
+  const at::Tensor expected =
+      at::fake_quantize_per_tensor_affine(at::sigmoid(xin), 1.0 / 256, 0, 0, 255);
   EXPECT_TRUE(at::equal(y, expected));
 }
 
@@ -244,12 +251,12 @@ Graph convBnRelu() {
   Value* x = g.addValue("x");
   g.addInput(x);
   Node* c = g.addNode("Conv", {x, g.addInitializer("w", at::randn({3, 2, 1, 1}))}, {"c"}, "conv");
-  Node* bn = g.addNode("BatchNormalization",
-                       {c->output(0), g.addInitializer("gamma", at::rand({3}) + 0.5),
-                        g.addInitializer("beta", at::randn({3})),
-                        g.addInitializer("mean", at::randn({3})),
-                        g.addInitializer("var", at::rand({3}) + 0.5)},
-                       {"b"}, "bn");
+  Node* bn =
+      g.addNode("BatchNormalization",
+                {c->output(0), g.addInitializer("gamma", at::rand({3}) + 0.5),
+                 g.addInitializer("beta", at::randn({3})), g.addInitializer("mean", at::randn({3})),
+                 g.addInitializer("var", at::rand({3}) + 0.5)},
+                {"b"}, "bn");
   Node* r = g.addNode("Relu", {bn->output(0)}, {"y"}, "relu");
   g.addOutput(r->output(0));
   return g;

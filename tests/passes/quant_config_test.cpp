@@ -38,8 +38,8 @@ TEST(QuantConfig, YamlAndJsonReadTheSame) {
                                           "  - name: conv1\n"
                                           "    skip: true\n"
                                           "  - {op_type: Conv, activation: {bits: 6}}\n"));
-  const auto json = loadQuantConfig(write(
-      "c.json", R"({"weight": {"bits": 4, "observer": "Mse"}, "extra_quantizable": ["Mul"],
+  const auto json = loadQuantConfig(
+      write("c.json", R"({"weight": {"bits": 4, "observer": "Mse"}, "extra_quantizable": ["Mul"],
                    "overrides": [{"name": "conv1", "skip": true},
                                  {"op_type": "Conv", "activation": {"bits": 6}}]})"));
   for (const auto* c : {&yaml, &json}) {
@@ -66,8 +66,9 @@ TEST(QuantConfig, PatchesMergeOverTheBackendSpec) {
 
 TEST(QuantConfig, MistakesNameTheirPlace) {
   expectError([] { loadQuantConfig(write("a.yaml", "weight: {bitz: 4}\n")); }, "'bitz'");
-  expectError([] { loadQuantConfig(write("b.yaml", "overrides:\n  - {name: a, op_type: Conv}\n")); },
-              "exactly one of name, name_regex, op_type");
+  expectError(
+      [] { loadQuantConfig(write("b.yaml", "overrides:\n  - {name: a, op_type: Conv}\n")); },
+      "exactly one of name, name_regex, op_type");
   expectError([] { loadQuantConfig(write("c.yaml", "overrides:\n  - {name_regex: \"(\"}\n")); },
               "not a valid regular expression");
   expectError([] { loadQuantConfig(write("d.yaml", "weight: [4]\n")); }, "'weight'");
@@ -86,7 +87,8 @@ TEST(QuantConfig, OverridesMustMatchSomething) {
   expectError([&] { passes::checkOverridesMatch(config("overrides: [{op_type: Gemm}]"), g); },
               "op_type 'Gemm' matches no node");
   const Node& conv1 = *g.findNode("conv1");
-  EXPECT_TRUE(passes::selects(config("overrides: [{name_regex: 'conv[0-9]'}]").overrides[0], conv1));
+  EXPECT_TRUE(
+      passes::selects(config("overrides: [{name_regex: 'conv[0-9]'}]").overrides[0], conv1));
   EXPECT_FALSE(passes::selects(config("overrides: [{name_regex: 'conv'}]").overrides[0], conv1));
 }
 

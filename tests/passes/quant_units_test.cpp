@@ -42,8 +42,8 @@ TEST(QuantUnits, ResidualAddJoinsTheConvAndItsOtherInputBecomesAUnitInput) {
   Node* add = g.addNode("Add", {c->output(0), x}, {"a"}, "add");
   Node* relu = g.addNode("Relu", {add->output(0)}, {"y"}, "relu");
   g.addOutput(relu->output(0));
-  auto units = findQuantUnits(
-      g, tinyBackend({{"fusions", {{"Conv", "Add", "Relu?"}, {"Conv", "Relu?"}}}}));
+  auto units =
+      findQuantUnits(g, tinyBackend({{"fusions", {{"Conv", "Add", "Relu?"}, {"Conv", "Relu?"}}}}));
   ASSERT_EQ(units.size(), 1u);
   EXPECT_EQ(units[0].ops(), "Conv+Add+Relu");
   ASSERT_EQ(units[0].activation_inputs.size(), 2u);

@@ -18,15 +18,25 @@ inline backends::BackendConfig tinyBackend(const nlohmann::json& patch = nlohman
   nlohmann::json doc = {
       {"name", "Tiny"},
       {"weight",
-       {{"bits", 8}, {"symmetric", true}, {"per_channel", true}, {"observer", "MinMax"},
+       {{"bits", 8},
+        {"symmetric", true},
+        {"per_channel", true},
+        {"observer", "MinMax"},
         {"fake_quantizer", "Fixed"}}},
       {"activation",
-       {{"bits", 8}, {"symmetric", false}, {"unsigned", true}, {"observer", "MinMax"},
+       {{"bits", 8},
+        {"symmetric", false},
+        {"unsigned", true},
+        {"observer", "MinMax"},
         {"fake_quantizer", "Fixed"}}},
       {"ops",
-       {{"Conv", "quantizable"}, {"Gemm", "quantizable"}, {"MaxPool", "shares_input"},
-        {"Concat", "quantizable"}, {"Add", "quantizable"},
-        {"Sigmoid", {{"role", "fixed"}, {"scale", 1.0 / 256}, {"zero_point", 0}, {"unsigned", true}}}}},
+       {{"Conv", "quantizable"},
+        {"Gemm", "quantizable"},
+        {"MaxPool", "shares_input"},
+        {"Concat", "quantizable"},
+        {"Add", "quantizable"},
+        {"Sigmoid",
+         {{"role", "fixed"}, {"scale", 1.0 / 256}, {"zero_point", 0}, {"unsigned", true}}}}},
       {"fusions", {{"Conv", "Relu?"}, {"Gemm"}}},
       {"placement", {{"unit_inputs", true}, {"unit_outputs", false}}}};
   doc.merge_patch(patch);
@@ -38,7 +48,8 @@ inline Graph convReluConv(uint64_t seed = 1) {
   at::manual_seed(seed);
   Graph g;
   Value* x = g.addValue("x");
-  x->type = TensorType{DType::Float, std::vector<Dim>{Dim::known(2), Dim::known(2), Dim::known(5), Dim::known(5)}};
+  x->type = TensorType{
+      DType::Float, std::vector<Dim>{Dim::known(2), Dim::known(2), Dim::known(5), Dim::known(5)}};
   g.addInput(x);
   Value* w1 = g.addInitializer("w1", at::randn({3, 2, 3, 3}));
   Value* b1 = g.addInitializer("b1", at::randn({3}) * 0.1);

@@ -18,8 +18,8 @@ QScheme standIn() {
 }
 }  // namespace
 
-DerivedBiasFakeQuantizer::DerivedBiasFakeQuantizer(std::string name, int bits,
-                                                   FakeQuantizer* input, FakeQuantizer* weight)
+DerivedBiasFakeQuantizer::DerivedBiasFakeQuantizer(std::string name, int bits, FakeQuantizer* input,
+                                                   FakeQuantizer* weight)
     : FakeQuantizer("DerivedBias", std::move(name), standIn(), nullptr),
       bits_(bits),
       input_(input),
@@ -28,7 +28,9 @@ DerivedBiasFakeQuantizer::DerivedBiasFakeQuantizer(std::string name, int bits,
   if (input_ == nullptr || weight_ == nullptr) fail("needs its input and weight quantizers");
 }
 
-bool DerivedBiasFakeQuantizer::hasParameters() const { return true; }
+bool DerivedBiasFakeQuantizer::hasParameters() const {
+  return true;
+}
 
 QParams DerivedBiasFakeQuantizer::currentQParams() const {
   const at::Tensor s_in = input_->qparams().scale.to(at::kDouble);

@@ -11,8 +11,7 @@ namespace quant {
 class DerivedBiasFakeQuantizer : public FakeQuantizer {
  public:
   // `input` and `weight` must outlive this quantizer. bits: 8..32.
-  DerivedBiasFakeQuantizer(std::string name, int bits, FakeQuantizer* input,
-                           FakeQuantizer* weight);
+  DerivedBiasFakeQuantizer(std::string name, int bits, FakeQuantizer* input, FakeQuantizer* weight);
 
   int bits() const { return bits_; }
   std::map<std::string, at::Tensor> state() const override { return {}; }

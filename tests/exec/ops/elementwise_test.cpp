@@ -22,30 +22,10 @@ at::Tensor bools(std::vector<int> values) {
 
 TEST(ElementwiseOpsTest, EveryOpIsRegisteredForOpsets11To17) {
   const OpRegistry& registry = OpRegistry::builtin();
-  for (const char* name : {"Add",
-                           "Sub",
-                           "Mul",
-                           "Div",
-                           "Pow",
-                           "Sqrt",
-                           "Exp",
-                           "Log",
-                           "Neg",
-                           "Abs",
-                           "Sign",
-                           "Floor",
-                           "Round",
-                           "Reciprocal",
-                           "Erf",
-                           "Min",
-                           "Max",
-                           "Equal",
-                           "Less",
-                           "Greater",
-                           "LessOrEqual",
-                           "GreaterOrEqual",
-                           "Where",
-                           "Cast"}) {
+  for (const char* name :
+       {"Add", "Sub",   "Mul",  "Div",     "Pow",         "Sqrt",           "Exp",   "Log",
+        "Neg", "Abs",   "Sign", "Floor",   "Round",       "Reciprocal",     "Erf",   "Min",
+        "Max", "Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "Where", "Cast"}) {
     const std::string op_type = name;
     // LessOrEqual and GreaterOrEqual were introduced in opset 12.
     const bool since12 = op_type == "LessOrEqual" || op_type == "GreaterOrEqual";
