@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "ir/onnx_export.h"
 #include "ir/onnx_import.h"
+#include "ir/verifier.h"
 #include "passes/fake_quantize_node.h"
 #include "quant/fake_quantizers/derived_bias.h"
 
@@ -89,10 +90,10 @@ class Lowerer {
     at::Tensor zp_values = p.zero_point.to(zp_type);
     Value* zp = constant(base + "_zero_point", per_channel ? zp_values : zp_values.reshape({}));
     Node* q = graph_.addNode("QuantizeLinear", {x, scale, zp}, {graph_.uniqueName(base + "_q")},
-                             graph_.uniqueName(base + "/QuantizeLinear"));
+                             passes::uniqueNodeName(graph_, base + "/QuantizeLinear"));
     Node* dq = graph_.addNode("DequantizeLinear", {q->output(0), scale, zp},
                               {graph_.uniqueName(base + "_dq")},
-                              graph_.uniqueName(base + "/DequantizeLinear"));
+                              passes::uniqueNodeName(graph_, base + "/DequantizeLinear"));
     if (per_channel) {
       q->attributes.set(Attribute::makeInt("axis", s.axis));
       dq->attributes.set(Attribute::makeInt("axis", s.axis));
@@ -102,7 +103,7 @@ class Lowerer {
 
   Node* op(const std::string& type, const std::vector<Value*>& inputs, const std::string& base) {
     return graph_.addNode(type, inputs, {graph_.uniqueName(base + "_" + type)},
-                          graph_.uniqueName(base + "/" + type));
+                          passes::uniqueNodeName(graph_, base + "/" + type));
   }
 
   // x/s rounded per the scheme, shifted by the zero point, clipped to the grid, and back.
@@ -168,7 +169,7 @@ class Lowerer {
                                                         : at::zeros({}, at::kInt));
     Node* dq =
         graph_.addNode("DequantizeLinear", {stored, s, zp}, {graph_.uniqueName(x->name() + "_dq")},
-                       graph_.uniqueName(q.name() + "/DequantizeLinear"));
+                       passes::uniqueNodeName(graph_, q.name() + "/DequantizeLinear"));
     if (p.scale.numel() > 1) dq->attributes.set(Attribute::makeInt("axis", 0));
     replace(fq, y, dq->output(0));
   }
@@ -205,6 +206,7 @@ Graph toQdqGraph(passes::PreparedModel& model) {
     }
   }
   graph.eliminateDeadCode();
+  verifyGraph(graph);  // what runtimes will load: refuse here rather than write it
   return graph;
 }
 

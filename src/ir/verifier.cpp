@@ -9,6 +9,16 @@ namespace qforge {
 
 namespace {
 
+// ONNX Runtime refuses a model in which two nodes share a non-empty name.
+void checkUniqueNodeNames(const Graph& graph) {
+  std::unordered_set<std::string> seen;
+  for (const Node* node : graph.nodes()) {
+    if (node->name().empty()) continue;
+    require(seen.insert(node->name()).second,
+            "two nodes are named '" + node->name() + "'; node names must be unique");
+  }
+}
+
 void checkDefinitions(const Graph& graph) {
   for (Node* node : graph.nodes()) {
     for (size_t i = 0; i < node->inputs().size(); ++i) {
@@ -62,6 +72,7 @@ void checkUniqueNodeOutputs(const Graph& graph) {
 
 void verifyGraph(const Graph& graph) {
   checkUniqueNodeOutputs(graph);
+  checkUniqueNodeNames(graph);
   checkDefinitions(graph);
   checkInitializerTypes(graph);
   graph.topologicalOrder();  // throws on a cycle

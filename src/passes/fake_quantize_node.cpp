@@ -15,10 +15,17 @@ std::string quantizerOf(const Node& node) {
   return a->s;
 }
 
+std::string uniqueNodeName(const Graph& graph, const std::string& base) {
+  std::string name = base;
+  for (int k = 1; graph.findNode(name) != nullptr; ++k)
+    name = base + "_" + std::to_string(k);
+  return name;
+}
+
 Node* addFakeQuantizeNode(Graph& graph, Value* v, const std::string& quantizer,
                           const std::vector<Use>& uses) {
   graph.model.opset_imports[kQforgeDomain] = 1;
-  const std::string node_name = graph.uniqueName("fq/" + quantizer);
+  const std::string node_name = uniqueNodeName(graph, "fq/" + quantizer);
   const bool all = uses.empty();
   const bool graph_output = all && graph.isGraphOutput(v);
   Node* node =

@@ -20,6 +20,9 @@ bool isFakeQuantize(const Node* node);
 // The quantizer a FakeQuantize node runs.
 std::string quantizerOf(const Node& node);
 
+// A node name not used in `graph` yet: `base`, else `base_1`, `base_2`, ...
+std::string uniqueNodeName(const Graph& graph, const std::string& base);
+
 // Adds a FakeQuantize node on `v` for the given uses (all uses when empty; graph outputs then
 // move too, and the new value takes `v`'s name so the model's interface does not change).
 Node* addFakeQuantizeNode(Graph& graph, Value* v, const std::string& quantizer,

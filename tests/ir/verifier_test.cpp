@@ -36,6 +36,20 @@ TEST(VerifierTest, RejectsAnInputNobodyDefines) {
   EXPECT_NE(m.find("relu"), std::string::npos) << m;
 }
 
+TEST(VerifierTest, RejectsTwoNodesWithOneNameButAllowsUnnamedOnes) {
+  Graph g;
+  Value* x = g.addValue("x");
+  g.addInput(x);
+  Node* a = g.addNode("Relu", {x}, {"a"}, "act");
+  Node* b = g.addNode("Relu", {a->output(0)}, {"b"}, "");
+  Node* c = g.addNode("Relu", {b->output(0)}, {"c"}, "");
+  g.addOutput(c->output(0));
+  EXPECT_EQ(verifyMessage(g), "");
+  c->setName("act");
+  EXPECT_NE(verifyMessage(g).find("two nodes are named 'act'"), std::string::npos)
+      << verifyMessage(g);
+}
+
 TEST(VerifierTest, RejectsAnUndefinedGraphOutput) {
   Graph g;
   g.addOutput(g.addValue("ghost"));
