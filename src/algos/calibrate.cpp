@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "core/error.h"
+#include "core/strings.h"
 
 namespace qforge::algos {
 
@@ -13,11 +14,11 @@ const Value& dataInput(const Graph& graph) {
   }
   require(!inputs.empty(), "the model has no inputs to feed data to");
   if (inputs.size() > 1) {
-    std::string names;
+    std::vector<std::string> names;
     for (const Value* v : inputs)
-      names += (names.empty() ? "" : ", ") + v->name();
+      names.push_back(v->name());
     throw Error("qforge feeds data to one input, the model has " + std::to_string(inputs.size()) +
-                ": " + names);
+                ": " + join(names));
   }
   return *inputs.front();
 }
@@ -27,7 +28,6 @@ CalibrationResult calibrate(passes::PreparedModel& model, data::BatchLoader& loa
   require(batches > 0, "calibration needs at least one batch");
   const auto start = std::chrono::steady_clock::now();
   const Value& input = dataInput(model.graph());
-  const std::string output = model.graph().outputs().front()->name();
   Executor& executor = model.executor();
   model.setMode(quant::FakeQuantMode::Calibration);
   CalibrationResult result;
@@ -42,13 +42,11 @@ CalibrationResult calibrate(passes::PreparedModel& model, data::BatchLoader& loa
   }
   require(result.batches > 0,
           "calibration data " + loader.dataset().describe() + " yielded no batch");
-  std::string unreached;
+  std::vector<std::string> unreached;
   for (quant::FakeQuantizer* q : model.quantizers()) {
-    if (q->observer() != nullptr && !q->observer()->hasData()) {
-      unreached += (unreached.empty() ? "" : ", ") + q->name();
-    }
+    if (q->observer() != nullptr && !q->observer()->hasData()) unreached.push_back(q->name());
   }
-  require(unreached.empty(), "calibration never reached these quantizers: " + unreached +
+  require(unreached.empty(), "calibration never reached these quantizers: " + join(unreached) +
                                  "; they are not on the path from the input to the outputs");
   model.setMode(quant::FakeQuantMode::Quantization);
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -1,13 +1,12 @@
 #include "backends/backend_config.h"
 
-#include <algorithm>
-#include <cctype>
 #include <filesystem>
 #include <sstream>
 
 #include "core/error.h"
 #include "core/files.h"
 #include "core/json_reader.h"
+#include "core/strings.h"
 
 namespace qforge::backends {
 
@@ -199,28 +198,15 @@ nlohmann::json mergeJson(nlohmann::json base, const nlohmann::json& top) {
   return base;
 }
 
-std::string lower(std::string s) {
-  std::transform(s.begin(), s.end(), s.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return s;
-}
-
 bool looksLikePath(const std::string& s) {
   return s.find('/') != std::string::npos || s.find('\\') != std::string::npos ||
-         (s.size() > 5 && lower(s.substr(s.size() - 5)) == ".json");
-}
-
-std::string knownNames() {
-  std::string out;
-  for (const auto& n : builtinBackendNames())
-    out += (out.empty() ? "" : ", ") + n;
-  return out;
+         (s.size() > 5 && endsWith(toLower(s), ".json"));
 }
 
 // Reads a backend document and resolves its "extends" chain into one merged document.
 nlohmann::json resolveDocument(const std::string& name_or_path, std::vector<std::string>& chain) {
   for (const auto& seen : chain) {
-    require(lower(seen) != lower(name_or_path),
+    require(toLower(seen) != toLower(name_or_path),
             "backend '" + chain.front() + "': 'extends' loops back to '" + name_or_path + "'");
   }
   chain.push_back(name_or_path);
@@ -233,7 +219,8 @@ nlohmann::json resolveDocument(const std::string& name_or_path, std::vector<std:
     dir = std::filesystem::path(name_or_path).parent_path();
   } else {
     const char* text = builtinBackendJson(name_or_path);
-    require(text != nullptr, "unknown backend '" + name_or_path + "': use one of " + knownNames() +
+    require(text != nullptr, "unknown backend '" + name_or_path + "': use one of " +
+                                 join(builtinBackendNames()) +
                                  ", or the path of a backend .json file");
     where = "built-in backend " + name_or_path;
     doc = parseJson(text, where);

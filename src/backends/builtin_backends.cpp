@@ -1,11 +1,9 @@
 // The built-in backends: backends/*.json embedded at build time (cmake/embed_backends.cmake).
-#include <algorithm>
-#include <cctype>
-#include <cstring>
 #include <string>
 #include <vector>
 
 #include "backends/backend_config.h"
+#include "core/strings.h"
 
 namespace qforge::backends {
 
@@ -26,12 +24,6 @@ const char* const kCanonicalOrder[] = {"Academic", "TensorRT", "TensorRT_NLP", "
                                        "Vitis",    "ONNX_QNN", "OpenVINO",     "Tengine_u8",
                                        "STPU",     "QDQ",      "ONNXRuntime",  "QNN"};
 
-std::string lower(std::string s) {
-  std::transform(s.begin(), s.end(), s.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return s;
-}
-
 }  // namespace
 
 std::vector<std::string> builtinBackendNames() {
@@ -42,14 +34,14 @@ std::vector<std::string> builtinBackendNames() {
   for (const EmbeddedFile& f : kFiles) {
     bool listed = false;
     for (const auto& n : names)
-      listed = listed || lower(n) == f.stem;
+      listed = listed || toLower(n) == f.stem;
     if (!listed) names.push_back(f.stem);
   }
   return names;
 }
 
 const char* builtinBackendJson(const std::string& name) {
-  const std::string key = lower(name);
+  const std::string key = toLower(name);
   for (const EmbeddedFile& f : kFiles) {
     if (key == f.stem) return f.json;
   }

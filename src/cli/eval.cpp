@@ -13,6 +13,7 @@
 #include <memory>
 #include <sstream>
 
+#include "algos/calibrate.h"
 #include "cli/commands.h"
 #include "cli/eval_support.h"
 #include "core/error.h"
@@ -71,7 +72,7 @@ int runEval(const EvalOptions& o) {
           "--metric must be auto, top1 or psnr, not '" + o.metric + "'");
   require(o.peak > 0, "--peak must be positive");
   Graph graph = importOnnxFile(o.model);
-  const Value& input = modelInput(graph);
+  const Value& input = algos::dataInput(graph);
   const std::vector<int64_t> sample_shape = sampleShape(input);
 
   data::DataOptions data_options;

@@ -11,7 +11,6 @@
 #include <string>
 #include <vector>
 
-#include "algos/calibrate.h"
 #include "core/error.h"
 #include "data/loader.h"
 #include "ir/graph.h"
@@ -22,11 +21,6 @@ using Clock = std::chrono::steady_clock;
 
 inline double secondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-// The one input data is fed to (algos::dataInput's rule, shared with calibration).
-inline const Value& modelInput(const Graph& graph) {
-  return algos::dataInput(graph);
 }
 
 // The per-sample shape the model input declares (batch axis dropped, unknown dims -1).

@@ -18,6 +18,7 @@
 #include "cli/eval_support.h"
 #include "core/error.h"
 #include "core/files.h"
+#include "core/strings.h"
 #include "data/dataset.h"
 #include "data/loader.h"
 #include "deploy/qdq_onnx.h"
@@ -49,7 +50,7 @@ using Clock = std::chrono::steady_clock;
 
 std::shared_ptr<data::Dataset> openFor(const std::string& spec, const Graph& graph) {
   data::DataOptions options;
-  const std::vector<int64_t> shape = sampleShape(modelInput(graph));
+  const std::vector<int64_t> shape = sampleShape(algos::dataInput(graph));
   if (shape.size() == 3 && shape[0] > 0) options.image.channels = shape[0];
   return data::openDataset(spec, options);
 }
@@ -58,8 +59,9 @@ data::LoaderOptions loaderOptions(const Graph& graph, int64_t batch, int64_t lim
   data::LoaderOptions o;
   o.batch_size = batch;
   o.limit = limit;
-  o.expected_shape = sampleShape(modelInput(graph));
-  o.expected_by = "the model input '" + modelInput(graph).name() + "'";
+  const Value& input = algos::dataInput(graph);
+  o.expected_shape = sampleShape(input);
+  o.expected_by = "the model input '" + input.name() + "'";
   return o;
 }
 
@@ -68,7 +70,7 @@ Scores score(Executor& executor, const Graph& graph, data::BatchLoader& loader,
              const std::string& what, bool show_progress) {
   Scores scores;
   scores.metric = "auto";
-  const std::string input = modelInput(graph).name();
+  const std::string input = algos::dataInput(graph).name();
   const std::string output = graph.outputs().front()->name();
   ProgressBar progress(loader.size(), show_progress);
   const auto start = Clock::now();
@@ -300,13 +302,6 @@ int runQuantize(const QuantizeOptions& o) {
   return 0;
 }
 
-std::string backendList() {
-  std::string out;
-  for (const auto& n : backends::builtinBackendNames())
-    out += (out.empty() ? "" : ", ") + n;
-  return out;
-}
-
 }  // namespace
 
 std::pair<CLI::App*, std::function<int()>> addQuantizeCommand(CLI::App& app) {
@@ -315,8 +310,9 @@ std::pair<CLI::App*, std::function<int()>> addQuantizeCommand(CLI::App& app) {
       "quantize",
       "Prepare a model for a backend, calibrate it (naive PTQ), write QDQ ONNX + report");
   sub->add_option("model", o->model, "ONNX model file")->required();
-  sub->add_option("--backend", o->backend,
-                  "Built-in backend (" + backendList() + ") or a backend .json file")
+  sub->add_option(
+         "--backend", o->backend,
+         "Built-in backend (" + join(backends::builtinBackendNames()) + ") or a backend .json file")
       ->required();
   sub->add_option("--calib", o->calib, "Calibration data (same sources as eval --data)")
       ->capture_default_str();

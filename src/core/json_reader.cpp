@@ -1,6 +1,9 @@
 #include "core/json_reader.h"
 
+#include <algorithm>
+
 #include "core/error.h"
+#include "core/strings.h"
 
 namespace qforge {
 
@@ -96,15 +99,10 @@ JsonReader JsonReader::object(const std::string& key) {
 void JsonReader::finish(const std::vector<std::string>& also_known) const {
   for (const auto& item : object_.items()) {
     if (read_.count(item.key())) continue;
-    bool known = false;
-    for (const auto& k : also_known)
-      known = known || k == item.key();
-    if (known) continue;
-    std::string names;
-    for (const auto& k : read_)
-      names += (names.empty() ? "" : ", ") + k;
-    for (const auto& k : also_known)
-      names += (names.empty() ? "" : ", ") + k;
+    if (std::find(also_known.begin(), also_known.end(), item.key()) != also_known.end()) continue;
+    std::vector<std::string> known_keys(read_.begin(), read_.end());
+    known_keys.insert(known_keys.end(), also_known.begin(), also_known.end());
+    const std::string names = join(known_keys);
     throw Error(where_ + ": unknown key '" + keyPath(item.key()) + "'" +
                 (names.empty() ? "" : " (known here: " + names + ")"));
   }

@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/strings.h"
 #include "data/idx.h"
 #include "data/npy.h"
 
@@ -25,24 +26,14 @@ bool startsWith(const std::string& s, const std::string& prefix) {
   return s.rfind(prefix, 0) == 0;
 }
 
-bool endsWith(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() &&
-         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
-std::string lower(std::string s) {
-  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
-  return s;
-}
-
 bool isNpyPath(const std::string& path) {
-  return endsWith(lower(path), ".npy");
+  return endsWith(toLower(path), ".npy");
 }
 
 bool isSamplePath(const fs::path& p) {
   static const char* kExtensions[] = {".png", ".jpg", ".jpeg", ".bmp", ".gif",
                                       ".tga", ".pgm", ".ppm",  ".pnm", ".npy"};
-  const std::string ext = lower(p.extension().string());
+  const std::string ext = toLower(p.extension().string());
   return std::any_of(std::begin(kExtensions), std::end(kExtensions),
                      [&](const char* e) { return ext == e; });
 }

@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "core/files.h"
+#include "core/strings.h"
 #include "deploy/qdq_onnx.h"
 #include "ir/onnx_export.h"
 
@@ -17,10 +18,7 @@ void WriterRegistry::add(const std::string& format, DeployWriter writer) {
 const DeployWriter& WriterRegistry::get(const std::string& format) const {
   auto it = writers_.find(format);
   if (it != writers_.end()) return it->second;
-  std::string known;
-  for (const auto& f : formats())
-    known += (known.empty() ? "" : ", ") + f;
-  throw Error("no deploy writer for format '" + format + "' (known: " + known + ")");
+  throw Error("no deploy writer for format '" + format + "' (known: " + join(formats()) + ")");
 }
 
 std::vector<std::string> WriterRegistry::formats() const {

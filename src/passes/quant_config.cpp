@@ -8,15 +8,11 @@
 #include "core/error.h"
 #include "core/files.h"
 #include "core/json_reader.h"
+#include "core/strings.h"
 
 namespace qforge::passes {
 
 namespace {
-
-bool endsWith(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() &&
-         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
 
 nlohmann::json scalarToJson(const YAML::Node& node) {
   const std::string& text = node.Scalar();

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "core/strings.h"
 #include "quant/fake_quantizers/adaround.h"
 #include "quant/fake_quantizers/dorefa.h"
 #include "quant/fake_quantizers/dsq.h"
@@ -27,10 +28,10 @@ namespace {
 
 template <typename Map>
 std::string knownKinds(const Map& factories) {
-  std::string list;
+  std::vector<std::string> kinds;
   for (const auto& [kind, factory] : factories)
-    list += (list.empty() ? "" : ", ") + kind;
-  return list;
+    kinds.push_back(kind);
+  return join(kinds);
 }
 
 }  // namespace
