@@ -1,5 +1,6 @@
 #include "backends/backend_config.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <sstream>
 
@@ -22,6 +23,10 @@ const char* toString(OpRole role) {
       return "never";
   }
   return "?";
+}
+
+bool FusionStep::accepts(const std::string& op_type) const {
+  return std::find(op_types.begin(), op_types.end(), op_type) != op_types.end();
 }
 
 std::string FusionPattern::str() const {

@@ -47,6 +47,8 @@ struct OpTrait {
 struct FusionStep {
   std::vector<std::string> op_types;
   bool optional = false;
+
+  bool accepts(const std::string& op_type) const;
 };
 
 // A chain of ops that runs as one quantized kernel on the hardware: no quantization point

@@ -85,7 +85,7 @@ class Inserter {
     const backends::Placement& place = backend_.placement;
     if (place.graph_inputs) {
       for (Value* in : graph_.inputs()) {
-        if (!in->isInitializer()) quantizeAllUses(in, "", defaultActivation());
+        if (!in->isInitializer()) quantizeAllUses(in, "", backend_.activation);
       }
     }
     for (size_t i = 0; i < units.size(); ++i) {
@@ -120,8 +120,6 @@ class Inserter {
   }
 
  private:
-  QuantSpec defaultActivation() const { return backend_.activation; }
-
   // Final activation scheme for value `v`: unsigned after ReLU-like producers when asked.
   QuantSpec activationFor(const Value* v, QuantSpec spec) const {
     spec.scheme.axis = -1;

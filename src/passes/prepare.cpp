@@ -84,16 +84,10 @@ std::pair<int, int> firstAndLastWeighted(const std::vector<QuantUnit>& units) {
 // stays float, folding changes nothing the backend quantizes.
 bool foldsBatchNormAfter(const BackendConfig& backend, const std::vector<std::string>& extra,
                          const std::string& producer) {
-  const backends::OpTrait* trait = backend.trait(producer);
-  const bool quantized = (trait != nullptr && trait->role == OpRole::Quantizable) ||
-                         std::find(extra.begin(), extra.end(), producer) != extra.end();
-  if (!quantized) return true;
-  const auto accepts = [](const backends::FusionStep& step, const std::string& op) {
-    return std::find(step.op_types.begin(), step.op_types.end(), op) != step.op_types.end();
-  };
+  if (unitRole(backend, extra, producer) != OpRole::Quantizable) return true;
   for (const backends::FusionPattern& pattern : backend.fusions) {
-    if (pattern.steps.size() >= 2 && accepts(pattern.steps[0], producer) &&
-        accepts(pattern.steps[1], "BatchNormalization")) {
+    if (pattern.steps.size() >= 2 && pattern.steps[0].accepts(producer) &&
+        pattern.steps[1].accepts("BatchNormalization")) {
       return true;
     }
   }
@@ -207,8 +201,7 @@ std::unique_ptr<PreparedModel> prepare(Graph graph, const BackendConfig& backend
     });
   }
 
-  const std::vector<QuantUnit> units =
-      findQuantUnits(g, backend, options.config.extra_quantizable, {});
+  const std::vector<QuantUnit> units = findQuantUnits(g, backend, options.config.extra_quantizable);
   std::vector<UnitSettings> settings = resolveSettings(units, backend, options.config);
   std::set<const Node*> in_units;
   for (size_t i = 0; i < units.size(); ++i) {

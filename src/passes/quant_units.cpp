@@ -71,16 +71,12 @@ Node* soleConsumer(const Graph& graph, const Node* node) {
 // The nodes `pattern` covers from `anchor` (empty when it does not match).
 std::vector<Node*> matchPattern(const Graph& graph, Node* anchor, const FusionPattern& pattern,
                                 const std::set<const Node*>& taken) {
-  const auto accepts = [](const backends::FusionStep& step, const Node* n) {
-    return n != nullptr && std::find(step.op_types.begin(), step.op_types.end(), n->opType()) !=
-                               step.op_types.end();
-  };
-  if (!accepts(pattern.steps.front(), anchor)) return {};
+  if (!pattern.steps.front().accepts(anchor->opType())) return {};
   std::vector<Node*> nodes{anchor};
   for (size_t i = 1; i < pattern.steps.size(); ++i) {
     Node* next = soleConsumer(graph, nodes.back());
     if (next != nullptr && !taken.count(next) && next->domain().empty() &&
-        accepts(pattern.steps[i], next)) {
+        pattern.steps[i].accepts(next->opType())) {
       nodes.push_back(next);
     } else if (!pattern.steps[i].optional) {
       return {};
@@ -91,9 +87,9 @@ std::vector<Node*> matchPattern(const Graph& graph, Node* anchor, const FusionPa
 
 std::vector<int> activationSlots(const Node& node, const OpInfo* info,
                                  const backends::OpTrait* trait) {
-  std::vector<int> slots;
   if (trait != nullptr && !trait->activation_inputs.empty()) return trait->activation_inputs;
   if (!combinesActivations(node.opType())) return {0};
+  std::vector<int> slots;
   for (size_t i = 0; i < node.inputs().size(); ++i) {
     if (info != nullptr && static_cast<int>(i) == info->bias_input) continue;
     slots.push_back(static_cast<int>(i));
@@ -137,19 +133,22 @@ void collectInputs(const Graph& graph, const BackendConfig& backend, QuantUnit& 
 
 }  // namespace
 
+OpRole unitRole(const BackendConfig& backend, const std::vector<std::string>& extra_quantizable,
+                const std::string& op_type) {
+  const backends::OpTrait* trait = backend.trait(op_type);
+  const bool extra = std::find(extra_quantizable.begin(), extra_quantizable.end(), op_type) !=
+                     extra_quantizable.end();
+  if (extra && (trait == nullptr || trait->role != OpRole::Never)) return OpRole::Quantizable;
+  return trait != nullptr ? trait->role : OpRole::Never;
+}
+
 std::vector<QuantUnit> findQuantUnits(const Graph& graph, const BackendConfig& backend,
-                                      const std::vector<std::string>& extra_quantizable,
-                                      const std::vector<const Node*>& skip_nodes) {
+                                      const std::vector<std::string>& extra_quantizable) {
   std::vector<QuantUnit> units;
-  std::set<const Node*> taken(skip_nodes.begin(), skip_nodes.end());
+  std::set<const Node*> taken;
   for (Node* node : graph.topologicalOrder()) {
     if (taken.count(node) || !node->domain().empty()) continue;
-    const backends::OpTrait* trait = backend.trait(node->opType());
-    const bool extra = std::find(extra_quantizable.begin(), extra_quantizable.end(),
-                                 node->opType()) != extra_quantizable.end();
-    OpRole role = trait != nullptr ? trait->role : OpRole::Never;
-    if (extra && role != OpRole::Never) role = OpRole::Quantizable;
-    if (extra && trait == nullptr) role = OpRole::Quantizable;
+    const OpRole role = unitRole(backend, extra_quantizable, node->opType());
     if (role != OpRole::Quantizable && role != OpRole::Fixed) continue;
 
     QuantUnit unit;

@@ -27,13 +27,18 @@ struct QuantUnit {
   std::string ops() const;  // "Conv+BatchNormalization+Relu"
 };
 
-// Finds the units of `graph` in topological order: every op the backend calls quantizable or
+// The role `op_type` plays for `backend` once the user's `extra_quantizable` op types are added:
+// an extra op is quantizable unless the backend says never; an unlisted op is Never (float).
+backends::OpRole unitRole(const backends::BackendConfig& backend,
+                          const std::vector<std::string>& extra_quantizable,
+                          const std::string& op_type);
+
+// Finds the units of `graph` in topological order: every op whose unitRole is quantizable or
 // fixed becomes the anchor of one unit, extended by the longest fusion pattern that matches.
 // A fused step must be the only reader of the previous step's output, which must not be a graph
-// output. Nodes listed in `skip_nodes` (user overrides) never anchor a unit.
+// output.
 std::vector<QuantUnit> findQuantUnits(const Graph& graph, const backends::BackendConfig& backend,
-                                      const std::vector<std::string>& extra_quantizable = {},
-                                      const std::vector<const Node*>& skip_nodes = {});
+                                      const std::vector<std::string>& extra_quantizable = {});
 
 // The output-channel axis of the weight in slot `slot` of `node` for per-channel quantization:
 // 0 for Conv and Gemm with transB=1, 1 for ConvTranspose (ONNX weight [C_in, C_out/groups, ...])
