@@ -22,14 +22,6 @@ Graph copyGraph(const Graph& graph) {
   return importOnnxModel(proto, "");
 }
 
-// Scale / zero point shaped to broadcast along `axis` of a rank-`rank` tensor.
-at::Tensor alongAxis(const at::Tensor& t, int64_t axis, int64_t rank) {
-  if (axis < 0 || t.numel() == 1) return t.reshape({});
-  std::vector<int64_t> shape(static_cast<size_t>(rank), 1);
-  shape[static_cast<size_t>(axis)] = t.numel();
-  return t.reshape(shape);
-}
-
 class Lowerer {
  public:
   Lowerer(Graph& graph, passes::PreparedModel& model) : graph_(graph), model_(model) {}
@@ -89,11 +81,8 @@ class Lowerer {
     Value* scale = constant(base + "_scale", per_channel ? p.scale : p.scale.reshape({}));
     at::Tensor zp_values = p.zero_point.to(zp_type);
     Value* zp = constant(base + "_zero_point", per_channel ? zp_values : zp_values.reshape({}));
-    Node* q = graph_.addNode("QuantizeLinear", {x, scale, zp}, {graph_.uniqueName(base + "_q")},
-                             passes::uniqueNodeName(graph_, base + "/QuantizeLinear"));
-    Node* dq = graph_.addNode("DequantizeLinear", {q->output(0), scale, zp},
-                              {graph_.uniqueName(base + "_dq")},
-                              passes::uniqueNodeName(graph_, base + "/DequantizeLinear"));
+    Node* q = op("QuantizeLinear", {x, scale, zp}, base);
+    Node* dq = op("DequantizeLinear", {q->output(0), scale, zp}, base);
     if (per_channel) {
       q->attributes.set(Attribute::makeInt("axis", s.axis));
       dq->attributes.set(Attribute::makeInt("axis", s.axis));
@@ -112,10 +101,13 @@ class Lowerer {
     const bool per_channel = s.perChannel() && p.scale.numel() > 1;
     require(!per_channel || rank > 0,
             "quantizer '" + base + "': a per-channel activation cannot be lowered");
-    Value* scale = constant(base + "_scale",
-                            alongAxis(p.scale.to(at::kFloat), per_channel ? s.axis : -1, rank));
-    Value* zp = constant(base + "_zero_point",
-                         alongAxis(p.zero_point.to(at::kFloat), per_channel ? s.axis : -1, rank));
+    // Scale and zero point broadcast along the channel axis, or as scalars.
+    const auto shaped = [&](const at::Tensor& t) {
+      return per_channel ? quant::alongAxis(t.to(at::kFloat), s.axis, rank)
+                         : t.to(at::kFloat).reshape({});
+    };
+    Value* scale = constant(base + "_scale", shaped(p.scale));
+    Value* zp = constant(base + "_zero_point", shaped(p.zero_point));
     Value* v = op("Div", {x, scale}, base)->output(0);
     switch (s.rounding) {
       case quant::RoundingMode::HalfToEven:
@@ -158,18 +150,12 @@ class Lowerer {
   void lowerDerivedBias(Node* fq, Value* x, Value* y, quant::DerivedBiasFakeQuantizer& q) {
     require(x->isInitializer(), "bias quantizer '" + q.name() + "' must read an initializer");
     const quant::QParams p = q.qparams();
-    const at::Tensor scale = p.scale.to(at::kDouble);
-    const double limit = std::ldexp(1.0, q.bits() - 1);
-    at::Tensor levels =
-        at::clamp(at::round(x->initializer().to(at::kDouble) / scale), -limit, limit - 1);
-    Value* stored = constant(x->name() + "_int32", levels.to(at::kInt));
+    Value* stored = constant(x->name() + "_int32", q.levels(x->initializer()).to(at::kInt));
     Value* s = constant(x->name() + "_scale", p.scale.numel() > 1 ? p.scale : p.scale.reshape({}));
     Value* zp = constant(x->name() + "_zero_point", p.scale.numel() > 1
                                                         ? at::zeros({p.scale.numel()}, at::kInt)
                                                         : at::zeros({}, at::kInt));
-    Node* dq =
-        graph_.addNode("DequantizeLinear", {stored, s, zp}, {graph_.uniqueName(x->name() + "_dq")},
-                       passes::uniqueNodeName(graph_, q.name() + "/DequantizeLinear"));
+    Node* dq = op("DequantizeLinear", {stored, s, zp}, q.name());
     if (p.scale.numel() > 1) dq->attributes.set(Attribute::makeInt("axis", 0));
     replace(fq, y, dq->output(0));
   }

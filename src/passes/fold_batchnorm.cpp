@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "quant/qparams.h"
+
 namespace qforge::passes {
 
 namespace {
@@ -101,13 +103,6 @@ struct FoldedParams {
   bool set_beta_to_one = false;
 };
 
-// `s` shaped to broadcast along `axis` of a rank-`rank` tensor.
-at::Tensor alongAxis(const at::Tensor& s, int64_t axis, int64_t rank) {
-  std::vector<int64_t> shape(rank, 1);
-  shape[axis] = s.size(0);
-  return s.reshape(shape);
-}
-
 // Conv and ConvTranspose: bias b (absent: 0) becomes b * s + t; nullopt when b is not [C].
 std::optional<at::Tensor> foldedConvBias(const Graph& graph, const Node& producer,
                                          const ChannelAffine& bn, at::ScalarType weight_type) {
@@ -126,7 +121,7 @@ std::optional<FoldedParams> foldIntoConv(const Graph& graph, const Node& conv,
   if (w.dim() < 3 || w.size(0) != bn.channels()) return std::nullopt;
   std::optional<at::Tensor> bias = foldedConvBias(graph, conv, bn, w.scalar_type());
   if (!bias) return std::nullopt;
-  at::Tensor weight = (w.to(at::kDouble) * alongAxis(bn.s, 0, w.dim())).to(w.scalar_type());
+  at::Tensor weight = (w.to(at::kDouble) * quant::alongAxis(bn.s, 0, w.dim())).to(w.scalar_type());
   return FoldedParams{weight, *bias};
 }
 
@@ -164,7 +159,8 @@ std::optional<FoldedParams> foldIntoGemm(const Graph& graph, const Node& gemm,
   if (w.dim() != 2) return std::nullopt;
   const int64_t n = trans_b ? w.size(0) : w.size(1);
   if (n != bn.channels()) return std::nullopt;
-  at::Tensor weight = (w.to(at::kDouble) * alongAxis(bn.s, trans_b ? 0 : 1, 2)).to(w.scalar_type());
+  at::Tensor weight =
+      (w.to(at::kDouble) * quant::alongAxis(bn.s, trans_b ? 0 : 1, 2)).to(w.scalar_type());
 
   const Value* c = gemm.input(2);
   if (c == nullptr) return FoldedParams{weight, bn.t.to(w.scalar_type()), true};

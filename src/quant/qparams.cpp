@@ -123,5 +123,11 @@ QParams makeQParams(std::vector<float> scales, std::vector<int64_t> zero_points)
   return params;
 }
 
+at::Tensor alongAxis(const at::Tensor& values, int64_t axis, int64_t rank) {
+  std::vector<int64_t> shape(static_cast<size_t>(rank), 1);
+  shape[static_cast<size_t>(axis)] = values.numel();
+  return values.reshape(shape);
+}
+
 }  // namespace quant
 }  // namespace qforge

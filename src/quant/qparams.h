@@ -47,6 +47,10 @@ QParams qparamsFromMinMax(float min_val, float max_val, const QScheme& scheme);
 QParams qparamsFromMinMax(const at::Tensor& min_val, const at::Tensor& max_val,
                           const QScheme& scheme);
 
+// Per-channel values [C] reshaped to [1, .., C, .., 1] so they broadcast along `axis` of a
+// rank-`rank` tensor (scales, zero points, BatchNormalization factors).
+at::Tensor alongAxis(const at::Tensor& values, int64_t axis, int64_t rank);
+
 // Scale/zero point pairs as plain tensors built from values (tests, deploy readers).
 QParams makeQParams(std::vector<float> scales, std::vector<int64_t> zero_points);
 

@@ -40,15 +40,22 @@ QParams DerivedBiasFakeQuantizer::currentQParams() const {
   return QParams{scale, at::zeros({scale.numel()}, at::kLong)};
 }
 
-at::Tensor DerivedBiasFakeQuantizer::quantize(const at::Tensor& x) {
-  const at::Tensor scale = currentQParams().scale.to(at::kDouble);
-  if (scale.numel() != 1 && scale.numel() != x.numel()) {
-    fail("bias has " + std::to_string(x.numel()) + " values but the weight quantizer has " +
+at::Tensor DerivedBiasFakeQuantizer::levels(const at::Tensor& bias) const {
+  return levels(bias, currentQParams().scale.to(at::kDouble));
+}
+
+at::Tensor DerivedBiasFakeQuantizer::levels(const at::Tensor& bias, const at::Tensor& scale) const {
+  if (scale.numel() != 1 && scale.numel() != bias.numel()) {
+    fail("bias has " + std::to_string(bias.numel()) + " values but the weight quantizer has " +
          std::to_string(scale.numel()) + " channels");
   }
   const double limit = std::ldexp(1.0, bits_ - 1);
-  const at::Tensor xd = x.to(at::kDouble);
-  const at::Tensor q = at::clamp(at::round(xd / scale), -limit, limit - 1) * scale;
+  return at::clamp(at::round(bias.to(at::kDouble) / scale), -limit, limit - 1);
+}
+
+at::Tensor DerivedBiasFakeQuantizer::quantize(const at::Tensor& x) {
+  const at::Tensor scale = currentQParams().scale.to(at::kDouble);
+  const at::Tensor q = levels(x, scale) * scale;
   // Straight-through: the value is quantized, the gradient passes to the float bias.
   return straightThrough(x, q.to(x.scalar_type()));
 }

@@ -14,6 +14,8 @@ class DerivedBiasFakeQuantizer : public FakeQuantizer {
   DerivedBiasFakeQuantizer(std::string name, int bits, FakeQuantizer* input, FakeQuantizer* weight);
 
   int bits() const { return bits_; }
+  // The bias as integer levels round(b / scale) clamped to the signed `bits` grid (double tensor).
+  at::Tensor levels(const at::Tensor& bias) const;
   std::map<std::string, at::Tensor> state() const override { return {}; }
   void loadState(const std::map<std::string, at::Tensor>&) override {}
 
@@ -24,6 +26,8 @@ class DerivedBiasFakeQuantizer : public FakeQuantizer {
   QParams currentQParams() const override;
 
  private:
+  at::Tensor levels(const at::Tensor& bias, const at::Tensor& scale) const;
+
   int bits_;
   FakeQuantizer* input_;
   FakeQuantizer* weight_;
