@@ -6,6 +6,7 @@
 #include <unistd.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <iostream>
@@ -107,9 +108,19 @@ std::string scoreText(const Scores& s) {
   return buf;
 }
 
-// "0.0123" for one value, "0.00101..0.0213 (24 ch)" for per-channel parameters.
-std::string scaleText(const nlohmann::json& values) {
+// "0.0123" for one value, "0.00101..0.0213 (24 ch)" for per-channel parameters, and the state
+// ("data_max=6.21") of a quantizer without an affine grid.
+std::string scaleText(const nlohmann::json& q) {
+  const nlohmann::json& values = q["scale"];
   char buf[80];
+  if (values.empty()) {
+    std::string text;
+    for (const auto& [key, state] : q["state"].items()) {
+      std::snprintf(buf, sizeof(buf), "%s=%.4g", key.c_str(), state.front().get<double>());
+      text += (text.empty() ? "" : " ") + std::string(buf);
+    }
+    return text;
+  }
   if (values.size() == 1) {
     std::snprintf(buf, sizeof(buf), "%.4g", values[0].get<double>());
     return buf;
@@ -124,6 +135,7 @@ std::string scaleText(const nlohmann::json& values) {
 }
 
 std::string zeroPointText(const nlohmann::json& values) {
+  if (values.empty()) return "-";
   if (values.size() == 1) return std::to_string(values[0].get<int64_t>());
   int64_t lo = values[0], hi = values[0];
   for (const auto& v : values) {
@@ -180,7 +192,7 @@ std::string reportText(const nlohmann::json& report, const nlohmann::json& table
         << pad(unit_ops.count(unit) ? unit_ops[unit] : "graph I/O", ops_w) << "  "
         << pad(q["value"].get<std::string>(), value_w) << "  "
         << pad(q["kind"].get<std::string>(), 10) << "  " << pad(shortScheme(q), 23) << "  "
-        << pad(scaleText(q["scale"]), 23) << "  " << pad(zeroPointText(q["zero_point"]), 6) << "  "
+        << pad(scaleText(q), 23) << "  " << pad(zeroPointText(q["zero_point"]), 6) << "  "
         << q["observer"].get<std::string>() << "\n";
   }
   out << "\n";
@@ -276,16 +288,33 @@ int runQuantize(const QuantizeOptions& o) {
   // Outputs: every file written beside its final name and renamed into place.
   std::filesystem::create_directories(o.out);
   const std::string report_path = (std::filesystem::path(o.out) / "report.json").string();
+  const std::string table_path = (std::filesystem::path(o.out) / "quantizers.json").string();
+  writeFileAtomically(
+      table_path, nlohmann::json{{"backend", backend.name}, {"quantizers", table}}.dump(2) + "\n");
+  std::vector<std::string> written{table_path};
   deploy::WriterRegistry writers;
   deploy::registerBuiltinWriters(writers);
-  std::vector<std::string> written = writers.get("qdq")(*model, o.out);
+  // QDQ ONNX expresses affine grids only; a backend with another grid (NNIE) deploys through its
+  // own writer.
+  const auto quantizers = model->quantizers();
+  const auto not_affine = std::find_if(quantizers.begin(), quantizers.end(),
+                                       [](const quant::FakeQuantizer* q) { return !q->affine(); });
+  if (not_affine == quantizers.end()) {
+    for (const auto& f : writers.get("qdq")(*model, o.out))
+      written.push_back(f);
+  } else {
+    report["deploy_note"] = "no QDQ ONNX model: quantizer '" + (*not_affine)->name() + "' (" +
+                            (*not_affine)->kind() + ") has no affine grid for QuantizeLinear";
+  }
   if (backend.deploy_format != "qdq") {
     if (writers.has(backend.deploy_format)) {
       for (const auto& f : writers.get(backend.deploy_format)(*model, o.out))
         written.push_back(f);
     } else {
-      report["deploy_note"] = "no '" + backend.deploy_format +
-                              "' writer is built in yet; wrote the QDQ ONNX model only";
+      const std::string note = "no '" + backend.deploy_format + "' writer is built in yet";
+      report["deploy_note"] = report.contains("deploy_note")
+                                  ? report["deploy_note"].get<std::string>() + "; " + note
+                                  : note + "; wrote the QDQ ONNX model only";
     }
   }
   report["files"] = written;

@@ -31,10 +31,9 @@ class Lowerer {
     quant::FakeQuantizer* q = model_.quantizer(name);
     require(q != nullptr, fq->describe() + ": no quantizer '" + name + "'");
     const QuantPoint* point = pointOf(name);
-    require(q->kind() != "NNIE",
-            "quantizer '" + name +
-                "' uses NNIE's logarithmic grid, which ONNX's affine "
-                "QuantizeLinear cannot express; deploy it with the NNIE writer");
+    require(q->affine(), "quantizer '" + name + "' (" + q->kind() +
+                             ") has no affine grid, which ONNX's QuantizeLinear cannot express; "
+                             "deploy it with its backend's own writer");
     Value* x = fq->input(0);
     Value* y = fq->output(0);
     if (auto* bias = dynamic_cast<quant::DerivedBiasFakeQuantizer*>(q)) {
@@ -200,7 +199,6 @@ nlohmann::json quantizerTable(passes::PreparedModel& model) {
   nlohmann::json out = nlohmann::json::array();
   for (const QuantPoint& p : model.points()) {
     quant::FakeQuantizer* q = model.quantizer(p.quantizer);
-    const quant::QParams params = q->qparams();
     nlohmann::json entry = {{"name", p.quantizer},
                             {"kind", passes::toString(p.kind)},
                             {"value", p.value},
@@ -221,12 +219,25 @@ nlohmann::json quantizerTable(passes::PreparedModel& model) {
       entry["qmin"] = q->scheme().qmin();
       entry["qmax"] = q->scheme().qmax();
     }
-    const at::Tensor scale = params.scale.to(at::kDouble).contiguous();
-    const at::Tensor zp = params.zero_point.to(at::kLong).contiguous();
-    entry["scale"] =
-        std::vector<double>(scale.data_ptr<double>(), scale.data_ptr<double>() + scale.numel());
-    entry["zero_point"] =
-        std::vector<int64_t>(zp.data_ptr<int64_t>(), zp.data_ptr<int64_t>() + zp.numel());
+    const auto values = [](const at::Tensor& t) {
+      const at::Tensor d = t.to(at::kDouble).contiguous().reshape({-1});
+      return std::vector<double>(d.data_ptr<double>(), d.data_ptr<double>() + d.numel());
+    };
+    if (q->affine()) {
+      const quant::QParams params = q->qparams();
+      entry["scale"] = values(params.scale);
+      const at::Tensor zp = params.zero_point.to(at::kLong).contiguous();
+      entry["zero_point"] =
+          std::vector<int64_t>(zp.data_ptr<int64_t>(), zp.data_ptr<int64_t>() + zp.numel());
+    } else {
+      // No scale / zero point describes the grid: its state does (NNIE: data_max).
+      entry["scale"] = nlohmann::json::array();
+      entry["zero_point"] = nlohmann::json::array();
+      nlohmann::json state = nlohmann::json::object();
+      for (const auto& [key, tensor] : q->state())
+        state[key] = values(tensor);
+      entry["state"] = state;
+    }
     out.push_back(entry);
   }
   return out;

@@ -17,6 +17,7 @@ namespace qforge::deploy {
 
 // A new graph; the prepared model is not changed (its quantizers must hold parameters).
 // Throws qforge::Error naming the quantizer for one that is not affine (NNIE's log grid).
+// quantizerTable() lists such quantizers with their state instead of a scale and zero point.
 Graph toQdqGraph(passes::PreparedModel& model);
 
 // Every quantizer: kind, value, unit, scheme, observer, fake quantizer, scale and zero point.

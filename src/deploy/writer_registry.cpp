@@ -32,12 +32,8 @@ void registerBuiltinWriters(WriterRegistry& registry) {
   registry.add("qdq", [](passes::PreparedModel& model, const std::string& out_dir) {
     const std::filesystem::path dir(out_dir);
     const std::string model_path = (dir / "model.qdq.onnx").string();
-    const std::string table_path = (dir / "quantizers.json").string();
     exportOnnxFile(toQdqGraph(model), model_path);
-    const nlohmann::json table{{"backend", model.backend().name},
-                               {"quantizers", quantizerTable(model)}};
-    writeFileAtomically(table_path, table.dump(2) + "\n");
-    return std::vector<std::string>{model_path, table_path};
+    return std::vector<std::string>{model_path};
   });
 }
 

@@ -29,7 +29,7 @@ class WriterRegistry {
   std::map<std::string, DeployWriter> writers_;
 };
 
-// "qdq": model.qdq.onnx (see qdq_onnx.h) and quantizers.json.
+// "qdq": model.qdq.onnx (see qdq_onnx.h).
 void registerBuiltinWriters(WriterRegistry& registry);
 
 }  // namespace qforge::deploy

@@ -52,6 +52,9 @@ class FakeQuantizer {
   virtual std::vector<at::Tensor> parameters() const { return {}; }
   // The scale / zero point a deployment would use now (after pulling fresh observer results).
   QParams qparams();
+  // False for grids no scale / zero point describes (NNIE's logarithmic one): qparams() throws,
+  // and state() is what describes the quantizer.
+  virtual bool affine() const { return true; }
 
   // Named tensors that fully describe the quantizer's learned or calibrated state, for
   // checkpoints. loadState() refuses missing names and mismatched shapes.

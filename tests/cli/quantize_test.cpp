@@ -74,6 +74,23 @@ TEST(QuantizeCli, TextReportShowsTheTableAndAccuracy) {
   EXPECT_NE(r.out.find("calibrate"), std::string::npos) << r.out;
 }
 
+TEST(QuantizeCli, LogarithmicGridsGetTheirTableAndReportButNoQdqModel) {
+  const std::string out = makeTempDir("quantize") + "/out";
+  CliResult r =
+      runCli("quantize " + zoo("resnet") +
+             " --backend NNIE --calib-batches 1 --calib-batch 8 --out " + out + " --json");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const nlohmann::json report = nlohmann::json::parse(r.out);
+  EXPECT_NE(report["deploy_note"].get<std::string>().find("no affine grid"), std::string::npos);
+  EXPECT_FALSE(std::filesystem::exists(out + "/model.qdq.onnx"));
+  ASSERT_FALSE(report["quantizers"].empty());
+  for (const auto& q : report["quantizers"]) {
+    EXPECT_TRUE(q["scale"].empty());
+    EXPECT_GT(q["state"]["data_max"][0].get<double>(), 0.0) << q.dump();
+  }
+  EXPECT_TRUE(std::filesystem::exists(out + "/quantizers.json"));
+}
+
 TEST(QuantizeCli, UnknownBackendNameListsTheKnownOnes) {
   CliResult r =
       runCli("quantize " + zoo("resnet") + " --backend TensorRTX --out " + makeTempDir("quantize"));

@@ -17,6 +17,7 @@ class NnieFakeQuantizer : public FakeQuantizer {
 
   void setDataMax(double data_max);
   double dataMax() const { return data_max_; }
+  bool affine() const override { return false; }
 
   std::map<std::string, at::Tensor> state() const override;
   void loadState(const std::map<std::string, at::Tensor>& state) override;
