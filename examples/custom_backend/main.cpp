@@ -55,7 +55,8 @@ int main(int argc, char** argv) try {
 
   // 4. Deploy with the writer the backend names ("deploy_format": "toy_npu").
   std::filesystem::create_directories(argv[3]);
-  for (const std::string& file : writers.get(backend.deploy_format)(*model, argv[3])) {
+  for (const std::string& file : writers.get(backend.deploy_format)(
+           *model, qforge::deploy::buildDeployModel(*model), argv[3])) {
     std::printf("wrote %s\n", file.c_str());
   }
 

@@ -87,7 +87,8 @@ class ShiftFakeQuantizer : public quant::FakeQuantizer {
   QParams params_;
 };
 
-std::vector<std::string> writeParams(passes::PreparedModel& model, const std::string& out_dir) {
+std::vector<std::string> writeParams(passes::PreparedModel& model, const deploy::DeployModel&,
+                                     const std::string& out_dir) {
   std::ostringstream out;
   auto writeLine = [&out](const char* key, const at::Tensor& values) {
     const at::Tensor flat = values.to(at::kLong).contiguous().reshape({-1});

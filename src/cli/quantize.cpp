@@ -293,6 +293,7 @@ int runQuantize(const QuantizeOptions& o) {
       table_path, nlohmann::json{{"backend", backend.name}, {"quantizers", table}}.dump(2) + "\n");
   std::vector<std::string> written{table_path};
   deploy::WriterRegistry writers;
+  const deploy::DeployModel deployable = deploy::buildDeployModel(*model);
   deploy::registerBuiltinWriters(writers);
   // QDQ ONNX expresses affine grids only; a backend with another grid (NNIE) deploys through its
   // own writer.
@@ -300,7 +301,7 @@ int runQuantize(const QuantizeOptions& o) {
   const auto not_affine = std::find_if(quantizers.begin(), quantizers.end(),
                                        [](const quant::FakeQuantizer* q) { return !q->affine(); });
   if (not_affine == quantizers.end()) {
-    for (const auto& f : writers.get("qdq")(*model, o.out))
+    for (const auto& f : writers.get("qdq")(*model, deployable, o.out))
       written.push_back(f);
   } else {
     report["deploy_note"] = "no QDQ ONNX model: quantizer '" + (*not_affine)->name() + "' (" +
@@ -308,7 +309,7 @@ int runQuantize(const QuantizeOptions& o) {
   }
   if (backend.deploy_format != "qdq") {
     if (writers.has(backend.deploy_format)) {
-      for (const auto& f : writers.get(backend.deploy_format)(*model, o.out))
+      for (const auto& f : writers.get(backend.deploy_format)(*model, deployable, o.out))
         written.push_back(f);
     } else {
       const std::string note = "no '" + backend.deploy_format + "' writer is built in yet";

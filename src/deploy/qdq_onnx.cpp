@@ -17,11 +17,6 @@ using passes::QuantPoint;
 
 namespace {
 
-Graph copyGraph(const Graph& graph) {
-  onnx::ModelProto proto = exportOnnxModel(graph);
-  return importOnnxModel(proto, "");
-}
-
 class Lowerer {
  public:
   Lowerer(Graph& graph, passes::PreparedModel& model) : graph_(graph), model_(model) {}

@@ -29,12 +29,13 @@ std::vector<std::string> WriterRegistry::formats() const {
 }
 
 void registerBuiltinWriters(WriterRegistry& registry) {
-  registry.add("qdq", [](passes::PreparedModel& model, const std::string& out_dir) {
-    const std::filesystem::path dir(out_dir);
-    const std::string model_path = (dir / "model.qdq.onnx").string();
-    exportOnnxFile(toQdqGraph(model), model_path);
-    return std::vector<std::string>{model_path};
-  });
+  registry.add("qdq",
+               [](passes::PreparedModel& model, const DeployModel&, const std::string& out_dir) {
+                 const std::filesystem::path dir(out_dir);
+                 const std::string model_path = (dir / "model.qdq.onnx").string();
+                 exportOnnxFile(toQdqGraph(model), model_path);
+                 return std::vector<std::string>{model_path};
+               });
 }
 
 }  // namespace qforge::deploy

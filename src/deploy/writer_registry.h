@@ -8,14 +8,16 @@
 #include <string>
 #include <vector>
 
+#include "deploy/deploy_model.h"
 #include "passes/prepare.h"
 
 namespace qforge::deploy {
 
 // Writes the deployable files for `model` into the existing directory `out_dir` and returns
-// their paths. Writers must write each file atomically (core/files.h).
-using DeployWriter = std::function<std::vector<std::string>(passes::PreparedModel& model,
-                                                            const std::string& out_dir)>;
+// their paths. `deploy` is the model with its quantizers stripped (deploy_model.h), which most
+// formats describe. Writers must write each file atomically (core/files.h).
+using DeployWriter = std::function<std::vector<std::string>(
+    passes::PreparedModel& model, const DeployModel& deploy, const std::string& out_dir)>;
 
 class WriterRegistry {
  public:

@@ -298,7 +298,8 @@ TEST(ToyNpuWriterTest, WritesShiftsZeroPointsAndIntegerWeights) {
   ToyRegistries r;
   auto model = calibratedToyModel(r, backends::loadBackend(kToyNpuJson));
   const std::string dir = testing::makeTempDir("toy_npu_writer");
-  const std::vector<std::string> files = r.writers.get("toy_npu")(*model, dir);
+  const std::vector<std::string> files =
+      r.writers.get("toy_npu")(*model, deploy::buildDeployModel(*model), dir);
   ASSERT_EQ(files, std::vector<std::string>{dir + "/toy_npu.params"});
 
   // image: 0..1 in 16 steps, mean 0.5 +- 3 sigma (0.92) clips to [0, 1]: 1/255 -> 1/128.
@@ -338,8 +339,10 @@ TEST(ToyNpuWriterTest, RefusesScalesThatAreNotShifts) {
   backends::BackendConfig backend = backends::loadBackend(kToyNpuJson);
   backend.activation.fake_quantizer = "Fixed";
   auto model = calibratedToyModel(r, backend);
-  const std::string message =
-      errorOf([&] { r.writers.get("toy_npu")(*model, testing::makeTempDir("toy_npu_refuse")); });
+  const std::string message = errorOf([&] {
+    r.writers.get("toy_npu")(*model, deploy::buildDeployModel(*model),
+                             testing::makeTempDir("toy_npu_refuse"));
+  });
   EXPECT_NE(message.find("quantizer 'image'"), std::string::npos) << message;
   EXPECT_NE(message.find("ToyShift"), std::string::npos) << message;
 }
