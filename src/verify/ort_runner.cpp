@@ -1,0 +1,313 @@
+#include "verify/ort_runner.h"
+
+#include <ATen/ATen.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "core/files.h"
+#include "data/npy.h"
+
+extern char** environ;
+
+namespace qforge::verify {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+const char kRunnerScript[] =
+#include "ort_run_model_js.inc"
+    ;
+
+constexpr const char* kNodeMissing =
+    "Node.js not found (needed to run ONNX Runtime): apt install nodejs npm";
+
+std::string getEnv(const char* name) {
+  const char* value = std::getenv(name);
+  return value ? value : "";
+}
+
+bool isExecutableFile(const fs::path& path) {
+  std::error_code ec;
+  return fs::is_regular_file(path, ec) && ::access(path.c_str(), X_OK) == 0;
+}
+
+// `name` itself when it contains a '/', else the first executable of that name on PATH; empty
+// when there is none.
+std::string findExecutable(const std::string& name) {
+  if (name.find('/') != std::string::npos) return isExecutableFile(name) ? name : "";
+  const std::string path = getEnv("PATH");
+  size_t begin = 0;
+  while (begin <= path.size()) {
+    size_t end = path.find(':', begin);
+    if (end == std::string::npos) end = path.size();
+    const std::string dir = end > begin ? path.substr(begin, end - begin) : ".";
+    const fs::path candidate = fs::path(dir) / name;
+    if (isExecutableFile(candidate)) return candidate.string();
+    begin = end + 1;
+  }
+  return "";
+}
+
+// A fresh directory under the system temp dir, removed with everything in it on destruction.
+class TempDir {
+ public:
+  TempDir() {
+    std::string pattern = (fs::temp_directory_path() / "qforge-ort-XXXXXX").string();
+    if (!::mkdtemp(pattern.data())) {
+      throw Error("cannot create a temporary directory for ONNX Runtime: " +
+                  std::string(std::strerror(errno)));
+    }
+    path_ = pattern;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+
+  std::string file(const std::string& name) const { return (path_ / name).string(); }
+
+ private:
+  fs::path path_;
+};
+
+void writeNpy(const std::string& path, const at::Tensor& tensor) {
+  const at::Tensor t = tensor.cpu().contiguous();
+  const std::string header = data::npyHeader(t.scalar_type(), t.sizes().vec());
+  std::ofstream out(path, std::ios::binary);
+  out.write(header.data(), static_cast<std::streamsize>(header.size()));
+  out.write(static_cast<const char*>(t.data_ptr()),
+            static_cast<std::streamsize>(t.numel() * t.element_size()));
+  if (!out) throw Error("cannot write '" + path + "': " + std::strerror(errno));
+}
+
+struct ProcessResult {
+  int status = 0;  // as waitpid reports it
+  bool timed_out = false;
+  std::string err;  // everything the child wrote to stderr
+};
+
+// Spawns argv (argv[0] a path; no shell), stdin from /dev/null, stdout discarded, stderr
+// captured. Kills the child with SIGKILL once `timeout_seconds` (> 0) have passed.
+ProcessResult runProcess(const std::vector<std::string>& argv, double timeout_seconds) {
+  int err_pipe[2];
+  if (::pipe2(err_pipe, O_CLOEXEC) != 0) {
+    throw Error("cannot create a pipe for node: " + std::string(std::strerror(errno)));
+  }
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_adddup2(&actions, err_pipe[1], 2);
+  std::vector<char*> args;
+  for (const auto& a : argv)
+    args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  pid_t pid = 0;
+  const int spawn_error =
+      ::posix_spawn(&pid, argv[0].c_str(), &actions, nullptr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  ::close(err_pipe[1]);
+  if (spawn_error != 0) {
+    ::close(err_pipe[0]);
+    throw Error("cannot start '" + argv[0] + "': " + std::strerror(spawn_error));
+  }
+
+  ProcessResult result;
+  using Clock = std::chrono::steady_clock;
+  const auto deadline =
+      Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                         std::chrono::duration<double>(timeout_seconds > 0 ? timeout_seconds : 0));
+  pollfd err_fd{err_pipe[0], POLLIN, 0};
+  char buffer[65536];
+  while (true) {
+    int wait_ms = -1;
+    if (timeout_seconds > 0) {
+      const auto left = std::chrono::duration<double, std::milli>(deadline - Clock::now()).count();
+      if (left <= 0) {
+        result.timed_out = true;
+        break;
+      }
+      wait_ms = static_cast<int>(std::ceil(left));
+    }
+    const int ready = ::poll(&err_fd, 1, wait_ms);
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready <= 0) continue;  // timed out: the deadline check above decides
+    const ssize_t got = ::read(err_pipe[0], buffer, sizeof(buffer));
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) break;  // end of file: the child closed stderr (it is exiting)
+    result.err.append(buffer, static_cast<size_t>(got));
+  }
+  ::close(err_pipe[0]);
+  if (result.timed_out) ::kill(pid, SIGKILL);
+  while (::waitpid(pid, &result.status, 0) < 0 && errno == EINTR) {
+  }
+  return result;
+}
+
+// The last non-empty line of the child's stderr, without the script's "error: " prefix.
+std::string lastLine(const std::string& text) {
+  size_t end = text.find_last_not_of(" \n\r\t");
+  if (end == std::string::npos) return "";
+  const size_t begin = text.rfind('\n', end);
+  std::string line = text.substr(begin == std::string::npos ? 0 : begin + 1,
+                                 end + 1 - (begin == std::string::npos ? 0 : begin + 1));
+  const std::string prefix = "error: ";
+  if (line.compare(0, prefix.size(), prefix) == 0) line.erase(0, prefix.size());
+  return line;
+}
+
+// One line saying why node failed running `model_path`.
+std::string failureMessage(const ProcessResult& result, const std::string& model_path,
+                           double timeout_seconds) {
+  const std::string said = lastLine(result.err);
+  const std::string where = " running ONNX Runtime on '" + model_path + "'";
+  if (result.timed_out) {
+    return "node did not finish within " + std::to_string(timeout_seconds) + " s" + where +
+           "; it was killed";
+  }
+  if (WIFSIGNALED(result.status)) {
+    const int signal = WTERMSIG(result.status);
+    return "node was killed by signal " + std::to_string(signal) + " (" + strsignal(signal) + ")" +
+           where + (said.empty() ? "" : ": " + said);
+  }
+  if (!said.empty()) return said;
+  return "node exited with code " + std::to_string(WEXITSTATUS(result.status)) + where;
+}
+
+}  // namespace
+
+const char* toString(OrtOptimization level) {
+  switch (level) {
+    case OrtOptimization::Disabled:
+      return "disabled";
+    case OrtOptimization::Basic:
+      return "basic";
+    case OrtOptimization::Extended:
+      return "extended";
+    case OrtOptimization::All:
+      return "all";
+  }
+  return "all";
+}
+
+OrtOptimization parseOrtOptimization(const std::string& name) {
+  for (auto level : {OrtOptimization::Disabled, OrtOptimization::Basic, OrtOptimization::Extended,
+                     OrtOptimization::All}) {
+    if (name == toString(level)) return level;
+  }
+  throw Error("unknown ONNX Runtime optimization level '" + name +
+              "' (disabled, basic, extended, all)");
+}
+
+std::string resolveOrtDir(const std::string& explicit_dir) {
+  if (!explicit_dir.empty()) return explicit_dir;
+  const std::string from_env = getEnv("QFORGE_ORT_DIR");
+  if (!from_env.empty()) return from_env;
+  std::string cache = getEnv("XDG_CACHE_HOME");
+  if (cache.empty()) {
+    const std::string home = getEnv("HOME");
+    require(!home.empty(),
+            "cannot find a directory for ONNX Runtime: set QFORGE_ORT_DIR (HOME is not set)");
+    cache = home + "/.cache";
+  }
+  return cache + "/qforge/ort";
+}
+
+std::string ortInstallCommand(const std::string& ort_dir) {
+  return std::string("npm install --ignore-scripts --prefix ") + ort_dir + " onnxruntime-node@" +
+         kOnnxRuntimeNodeVersion;
+}
+
+const char* ortRunnerScript() {
+  return kRunnerScript;
+}
+
+OrtRunner::OrtRunner(OrtRunnerOptions options) : options_(std::move(options)) {
+  require(options_.threads >= 0, "ONNX Runtime threads must be >= 0");
+  require(options_.batch >= 0, "ONNX Runtime batch size must be >= 0");
+  require(options_.timeout_seconds >= 0, "ONNX Runtime timeout must be >= 0");
+  node_path_ = findExecutable(options_.node);
+  if (node_path_.empty()) {
+    throw Error(options_.node == "node"
+                    ? kNodeMissing
+                    : std::string(kNodeMissing) + " (no executable '" + options_.node + "')");
+  }
+  options_.ort_dir = fs::absolute(resolveOrtDir(options_.ort_dir)).lexically_normal().string();
+  std::error_code ec;
+  if (!fs::is_regular_file(
+          fs::path(options_.ort_dir) / "node_modules" / "onnxruntime-node" / "package.json", ec)) {
+    throw Error(
+        "onnxruntime-node not found in '" + options_.ort_dir +
+        "' (needed to run ONNX Runtime); install it with: " + ortInstallCommand(options_.ort_dir) +
+        " (or set QFORGE_ORT_DIR to a directory that has it)");
+  }
+}
+
+TensorMap OrtRunner::run(const std::string& model_path, const TensorMap& feeds,
+                         const std::vector<std::string>& outputs) const {
+  std::error_code ec;
+  require(fs::is_regular_file(model_path, ec), "'" + model_path + "': no such model file");
+  TempDir dir;
+  const std::string script = dir.file("run_model.js");
+  writeFileAtomically(script, kRunnerScript);
+
+  std::vector<std::string> argv = {node_path_,       script,
+                                   "--ort-dir",      options_.ort_dir,
+                                   "--model",        model_path,
+                                   "--out-dir",      dir.file("out"),
+                                   "--manifest",     dir.file("manifest.json"),
+                                   "--optimization", toString(options_.optimization),
+                                   "--threads",      std::to_string(options_.threads),
+                                   "--batch",        std::to_string(options_.batch)};
+  int index = 0;
+  for (const auto& [name, tensor] : feeds) {
+    require(tensor.defined(), "feed '" + name + "' for ONNX Runtime is an undefined tensor");
+    const std::string file = dir.file("input_" + std::to_string(index++) + ".npy");
+    try {
+      writeNpy(file, tensor);
+    } catch (const Error& e) {
+      throw e.within("feed '" + name + "' for ONNX Runtime");
+    }
+    argv.insert(argv.end(), {"--input", name, file});
+  }
+  for (const auto& name : outputs)
+    argv.insert(argv.end(), {"--output", name});
+
+  const ProcessResult result = runProcess(argv, options_.timeout_seconds);
+  if (result.timed_out || !WIFEXITED(result.status) || WEXITSTATUS(result.status) != 0) {
+    throw Error(failureMessage(result, model_path, options_.timeout_seconds));
+  }
+
+  TensorMap out;
+  const std::string manifest_path = dir.file("manifest.json");
+  try {
+    const auto manifest = nlohmann::json::parse(readFile(manifest_path));
+    for (const auto& entry : manifest.at("outputs")) {
+      data::NpyFile file(entry.at("file").get<std::string>());
+      out[entry.at("name").get<std::string>()] = file.readAll();
+    }
+  } catch (const nlohmann::json::exception& e) {
+    throw Error("ONNX Runtime runner wrote a malformed manifest '" + manifest_path +
+                "': " + e.what());
+  }
+  return out;
+}
+
+}  // namespace qforge::verify
