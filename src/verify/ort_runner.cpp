@@ -131,31 +131,41 @@ ProcessResult runProcess(const std::vector<std::string>& argv, double timeout_se
 
   ProcessResult result;
   using Clock = std::chrono::steady_clock;
-  const auto deadline =
-      Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                         std::chrono::duration<double>(timeout_seconds > 0 ? timeout_seconds : 0));
+  const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                           std::chrono::duration<double>(timeout_seconds));
+  // Milliseconds left before the deadline (-1: no deadline); sets timed_out when none are.
+  auto millisecondsLeft = [&]() -> int {
+    if (timeout_seconds <= 0) return -1;
+    const double left = std::chrono::duration<double, std::milli>(deadline - Clock::now()).count();
+    result.timed_out = left <= 0;
+    return result.timed_out ? 0 : static_cast<int>(std::ceil(left));
+  };
+
+  // Read stderr until the child closes it (it is exiting) or the deadline passes.
   pollfd err_fd{err_pipe[0], POLLIN, 0};
   char buffer[65536];
   while (true) {
-    int wait_ms = -1;
-    if (timeout_seconds > 0) {
-      const auto left = std::chrono::duration<double, std::milli>(deadline - Clock::now()).count();
-      if (left <= 0) {
-        result.timed_out = true;
-        break;
-      }
-      wait_ms = static_cast<int>(std::ceil(left));
-    }
+    const int wait_ms = millisecondsLeft();
+    if (result.timed_out) break;
     const int ready = ::poll(&err_fd, 1, wait_ms);
-    if (ready < 0 && errno == EINTR) continue;
-    if (ready <= 0) continue;  // timed out: the deadline check above decides
+    if (ready <= 0) continue;  // interrupted, or the deadline: checked at the top
     const ssize_t got = ::read(err_pipe[0], buffer, sizeof(buffer));
     if (got < 0 && errno == EINTR) continue;
-    if (got <= 0) break;  // end of file: the child closed stderr (it is exiting)
+    if (got <= 0) break;
     result.err.append(buffer, static_cast<size_t>(got));
   }
   ::close(err_pipe[0]);
-  if (result.timed_out) ::kill(pid, SIGKILL);
+
+  // Reap it, still within the deadline (a child may close stderr and linger).
+  while (!result.timed_out) {
+    const pid_t done = ::waitpid(pid, &result.status, timeout_seconds > 0 ? WNOHANG : 0);
+    if (done == pid) return result;
+    if (done < 0 && errno != EINTR) {
+      throw Error("cannot wait for node: " + std::string(std::strerror(errno)));
+    }
+    if (done == 0 && millisecondsLeft() > 0) ::usleep(10000);
+  }
+  ::kill(pid, SIGKILL);
   while (::waitpid(pid, &result.status, 0) < 0 && errno == EINTR) {
   }
   return result;
@@ -166,8 +176,8 @@ std::string lastLine(const std::string& text) {
   size_t end = text.find_last_not_of(" \n\r\t");
   if (end == std::string::npos) return "";
   const size_t begin = text.rfind('\n', end);
-  std::string line = text.substr(begin == std::string::npos ? 0 : begin + 1,
-                                 end + 1 - (begin == std::string::npos ? 0 : begin + 1));
+  const size_t first = begin == std::string::npos ? 0 : begin + 1;
+  std::string line = text.substr(first, end + 1 - first);
   const std::string prefix = "error: ";
   if (line.compare(0, prefix.size(), prefix) == 0) line.erase(0, prefix.size());
   return line;
@@ -231,8 +241,16 @@ std::string resolveOrtDir(const std::string& explicit_dir) {
 }
 
 std::string ortInstallCommand(const std::string& ort_dir) {
-  return std::string("npm install --ignore-scripts --prefix ") + ort_dir + " onnxruntime-node@" +
-         kOnnxRuntimeNodeVersion;
+  // Quoted for the shell only when it needs it, so the usual hint stays copy-paste plain.
+  const bool plain = ort_dir.find_first_not_of(
+                         "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789/._-+") ==
+                     std::string::npos;
+  std::string quoted = "'";
+  for (char c : ort_dir)
+    quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  quoted += "'";
+  return std::string("npm install --ignore-scripts --prefix ") + (plain ? ort_dir : quoted) +
+         " onnxruntime-node@" + kOnnxRuntimeNodeVersion;
 }
 
 const char* ortRunnerScript() {

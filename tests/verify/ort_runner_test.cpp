@@ -322,6 +322,11 @@ TEST(OrtRunnerTest, NodeProcessFailuresAreOneLineErrors) {
   EXPECT_NE(message.find("did not finish within"), std::string::npos) << message;
   EXPECT_NE(message.find(model), std::string::npos) << message;
 
+  OrtRunnerOptions lingering = fakeNode("ort-lingering", "exec 2>&-; exec sleep 30");
+  lingering.timeout_seconds = 0.5;
+  message = errorOf([&] { OrtRunner(lingering).run(model, {}); });
+  EXPECT_NE(message.find("did not finish within"), std::string::npos) << message;
+
   message = errorOf([&] { OrtRunner(fakeNode("ort-killed", "kill -9 $$")).run(model, {}); });
   EXPECT_NE(message.find("killed by signal 9"), std::string::npos) << message;
 
@@ -349,6 +354,14 @@ TEST(OrtRunnerTest, OrtDirComesFromOptionThenEnvThenCache) {
   EXPECT_EQ(verify::resolveOrtDir(), "/xdg/qforge/ort");
   unsetenv("XDG_CACHE_HOME");
   EXPECT_EQ(verify::resolveOrtDir(), "/home/someone/.cache/qforge/ort");
+}
+
+TEST(OrtRunnerTest, InstallCommandQuotesOnlyWhenTheShellNeedsIt) {
+  const std::string pinned = std::string(" onnxruntime-node@") + verify::kOnnxRuntimeNodeVersion;
+  EXPECT_EQ(verify::ortInstallCommand("/home/me/.cache/qforge/ort"),
+            "npm install --ignore-scripts --prefix /home/me/.cache/qforge/ort" + pinned);
+  EXPECT_EQ(verify::ortInstallCommand("/my dir/it's"),
+            "npm install --ignore-scripts --prefix '/my dir/it'\\''s'" + pinned);
 }
 
 TEST(OrtRunnerTest, PinnedVersionAndEmbeddedScriptMatchTheRepo) {
