@@ -20,6 +20,7 @@
 
 #include "core/error.h"
 #include "core/files.h"
+#include "ir/onnx_import.h"
 #include "support/onnx_builder.h"
 
 namespace qforge::testing {
@@ -211,6 +212,20 @@ TEST(OrtRunnerTest, BatchedRunsEqualOneRun) {
   ASSERT_EQ(parts.sizes(), (at::IntArrayRef{5, 1, 2, 2}));
   EXPECT_TRUE(at::equal(parts, whole));
   EXPECT_TRUE(at::allclose(whole, boxConvExpected(x), 1e-5, 1e-5));
+}
+
+TEST(OrtRunnerTest, ZooResNetInBatchesMatchesTheExecutor) {
+  const std::string model = std::string(QFORGE_SOURCE_DIR) + "/models/zoo/resnet.onnx";
+  const Graph graph = importOnnxFile(model);
+  const std::string input = graph.inputs().at(0)->name();
+  const std::string output = graph.outputs().at(0)->name();
+  const at::Tensor x = at::rand({7, 1, 28, 28});
+  OrtRunnerOptions options;
+  options.batch = 3;
+  const at::Tensor ort = ortRunner(options).run(model, {{input, x}}).at(output);
+  const at::Tensor ours = Executor(graph).run({{input, x}}).at(output);
+  ASSERT_EQ(ort.sizes(), ours.sizes());
+  EXPECT_LT((ort - ours).abs().max().item<float>(), 1e-4);
 }
 
 TEST(OrtRunnerTest, ReturnsOnlyTheRequestedOutputs) {

@@ -1,8 +1,12 @@
 // Top-1 of an ONNX classifier on Fashion-MNIST test in ONNX Runtime (pixels / 255, NCHW), to check
 // that what `qforge quantize` writes loads and scores the same in a real runtime.
-//   npm --prefix tools/ort install --ignore-scripts   (the package ships its Linux binary)
-//   node tools/ort/top1.js OUT/model.qdq.onnx [N]      ORT_OPT=disabled: no graph optimizations
-const ort = require('onnxruntime-node');
+//   scripts/install-ort.sh build/ort                  (the pinned onnxruntime-node, --ignore-scripts)
+//   QFORGE_ORT_DIR=build/ort node tools/ort/top1.js OUT/model.qdq.onnx [N]
+// ORT_OPT=disabled: no graph optimizations. Without QFORGE_ORT_DIR, onnxruntime-node is looked up
+// from tools/ort (npm --prefix tools/ort install --ignore-scripts).
+const path = require('path');
+const ortDir = process.env.QFORGE_ORT_DIR;
+const ort = require(ortDir ? path.resolve(ortDir, 'node_modules', 'onnxruntime-node') : 'onnxruntime-node');
 const zlib = require('zlib'), fs = require('fs');
 const dir = '/usr/share/datasets/fashion-mnist/';
 const images = zlib.gunzipSync(fs.readFileSync(dir + 't10k-images-idx3-ubyte.gz')).subarray(16);
