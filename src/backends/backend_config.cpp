@@ -319,6 +319,11 @@ BackendConfig parseBackendConfig(const nlohmann::json& document, const std::stri
   return config;
 }
 
+nlohmann::json resolveBackendDocument(const std::string& name_or_path) {
+  std::vector<std::string> chain;
+  return resolveDocument(name_or_path, chain);
+}
+
 BackendConfig loadBackend(const std::string& name_or_path) {
   std::vector<std::string> chain;
   nlohmann::json doc = resolveDocument(name_or_path, chain);

@@ -122,5 +122,8 @@ const char* builtinBackendJson(const std::string& name);
 // A built-in name ("TensorRT", case-insensitive) or a path to a .json file. Throws qforge::Error
 // naming the known backends for an unknown name, and the file and key for a malformed file.
 BackendConfig loadBackend(const std::string& name_or_path);
+// The backend's document with its "extends" chain merged in: what loadBackend parses, and what a
+// saved prepared model keeps so that it loads without the files it came from.
+nlohmann::json resolveBackendDocument(const std::string& name_or_path);
 
 }  // namespace qforge::backends

@@ -20,5 +20,6 @@ std::pair<CLI::App*, std::function<int()>> addEvalCommand(CLI::App& app);
 std::pair<CLI::App*, std::function<int()>> addInspectCommand(CLI::App& app);
 std::pair<CLI::App*, std::function<int()>> addRunCommand(CLI::App& app);
 std::pair<CLI::App*, std::function<int()>> addQuantizeCommand(CLI::App& app);
+std::pair<CLI::App*, std::function<int()>> addDeployCommand(CLI::App& app);
 
 }  // namespace qforge::cli

@@ -11,7 +11,9 @@
 #include <string>
 #include <vector>
 
+#include "algos/calibrate.h"
 #include "core/error.h"
+#include "data/dataset.h"
 #include "data/loader.h"
 #include "ir/graph.h"
 
@@ -31,6 +33,25 @@ inline std::vector<int64_t> sampleShape(const Value& input) {
     shape.push_back((*input.type.shape)[i].isKnown() ? (*input.type.shape)[i].value : -1);
   }
   return shape;
+}
+
+// The dataset `spec` names, read with as many channels as the model's data input declares.
+inline std::shared_ptr<data::Dataset> openFor(const std::string& spec, const Graph& graph) {
+  data::DataOptions options;
+  const std::vector<int64_t> shape = sampleShape(algos::dataInput(graph));
+  if (shape.size() == 3 && shape[0] > 0) options.image.channels = shape[0];
+  return data::openDataset(spec, options);
+}
+
+// Batches of `batch` samples (the first `limit`; 0 = all) shaped for the model input.
+inline data::LoaderOptions loaderOptions(const Graph& graph, int64_t batch, int64_t limit) {
+  data::LoaderOptions o;
+  o.batch_size = batch;
+  o.limit = limit;
+  const Value& input = algos::dataInput(graph);
+  o.expected_shape = sampleShape(input);
+  o.expected_by = "the model input '" + input.name() + "'";
+  return o;
 }
 
 // Shows "[####......]  41%  4096/10000  1234 img/s  ETA 0:05" on a terminal, redrawn in place.

@@ -1,6 +1,7 @@
 // `qforge quantize MODEL --backend NAME|FILE --calib SOURCE --out DIR`: prepare the model for a
-// backend, calibrate it on real data (naive PTQ), and write what any runtime reads (QDQ ONNX),
-// every quantizer's parameters, and a report; with --eval, float vs quantized accuracy.
+// backend, calibrate it on real data (naive PTQ), save the prepared model (prepared_io.h), deploy
+// it (deploy.h; unless --no-deploy), and write every quantizer's parameters and a report; with
+// --eval, float vs quantized accuracy.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <unistd.h>
@@ -22,11 +23,12 @@
 #include "core/strings.h"
 #include "data/dataset.h"
 #include "data/loader.h"
+#include "deploy/deploy.h"
 #include "deploy/qdq_onnx.h"
-#include "deploy/writer_registry.h"
 #include "ir/onnx_export.h"
 #include "ir/onnx_import.h"
 #include "passes/prepare.h"
+#include "passes/prepared_io.h"
 
 namespace qforge::cli {
 
@@ -45,26 +47,10 @@ struct QuantizeOptions {
   std::string out;
   bool json = false;
   bool quiet = false;
+  bool no_deploy = false;
 };
 
 using Clock = std::chrono::steady_clock;
-
-std::shared_ptr<data::Dataset> openFor(const std::string& spec, const Graph& graph) {
-  data::DataOptions options;
-  const std::vector<int64_t> shape = sampleShape(algos::dataInput(graph));
-  if (shape.size() == 3 && shape[0] > 0) options.image.channels = shape[0];
-  return data::openDataset(spec, options);
-}
-
-data::LoaderOptions loaderOptions(const Graph& graph, int64_t batch, int64_t limit) {
-  data::LoaderOptions o;
-  o.batch_size = batch;
-  o.limit = limit;
-  const Value& input = algos::dataInput(graph);
-  o.expected_shape = sampleShape(input);
-  o.expected_by = "the model input '" + input.name() + "'";
-  return o;
-}
 
 // Top-1 (or PSNR) of `executor` over the whole loader.
 Scores score(Executor& executor, const Graph& graph, data::BatchLoader& loader,
@@ -292,31 +278,15 @@ int runQuantize(const QuantizeOptions& o) {
   writeFileAtomically(
       table_path, nlohmann::json{{"backend", backend.name}, {"quantizers", table}}.dump(2) + "\n");
   std::vector<std::string> written{table_path};
-  deploy::WriterRegistry writers;
-  const deploy::DeployModel deployable = deploy::buildDeployModel(*model);
-  deploy::registerBuiltinWriters(writers);
-  // QDQ ONNX expresses affine grids only; a backend with another grid (NNIE) deploys through its
-  // own writer.
-  const auto quantizers = model->quantizers();
-  const auto not_affine = std::find_if(quantizers.begin(), quantizers.end(),
-                                       [](const quant::FakeQuantizer* q) { return !q->affine(); });
-  if (not_affine == quantizers.end()) {
-    for (const auto& f : writers.get("qdq")(*model, deployable, o.out))
-      written.push_back(f);
-  } else {
-    report["deploy_note"] = "no QDQ ONNX model: quantizer '" + (*not_affine)->name() + "' (" +
-                            (*not_affine)->kind() + ") has no affine grid for QuantizeLinear";
-  }
-  if (backend.deploy_format != "qdq") {
-    if (writers.has(backend.deploy_format)) {
-      for (const auto& f : writers.get(backend.deploy_format)(*model, deployable, o.out))
-        written.push_back(f);
-    } else {
-      const std::string note = "no '" + backend.deploy_format + "' writer is built in yet";
-      report["deploy_note"] = report.contains("deploy_note")
-                                  ? report["deploy_note"].get<std::string>() + "; " + note
-                                  : note + "; wrote the QDQ ONNX model only";
-    }
+  passes::savePreparedModel(*model, backends::resolveBackendDocument(o.backend), o.out);
+  for (const char* f : {"prepared.onnx", "prepared.json"})
+    written.push_back((std::filesystem::path(o.out) / f).string());
+  if (!o.no_deploy) {
+    deploy::WriterRegistry writers;
+    deploy::registerBuiltinWriters(writers);
+    const deploy::DeployResult deployed = deploy::deployPreparedModel(*model, o.out, writers);
+    written.insert(written.end(), deployed.files.begin(), deployed.files.end());
+    if (!deployed.notes.empty()) report["deploy_note"] = join(deployed.notes, "; ");
   }
   report["files"] = written;
   report["files"].push_back(report_path);
@@ -337,8 +307,7 @@ int runQuantize(const QuantizeOptions& o) {
 std::pair<CLI::App*, std::function<int()>> addQuantizeCommand(CLI::App& app) {
   auto o = std::make_shared<QuantizeOptions>();
   CLI::App* sub = app.add_subcommand(
-      "quantize",
-      "Prepare a model for a backend, calibrate it (naive PTQ), write QDQ ONNX + report");
+      "quantize", "Prepare a model for a backend, calibrate it (naive PTQ), save it and deploy it");
   sub->add_option("model", o->model, "ONNX model file")->required();
   sub->add_option(
          "--backend", o->backend,
@@ -354,6 +323,8 @@ std::pair<CLI::App*, std::function<int()>> addQuantizeCommand(CLI::App& app) {
   sub->add_option("--eval-limit", o->eval_limit, "Evaluate only the first N samples");
   sub->add_option("--eval-batch", o->eval_batch, "Evaluation batch size")->capture_default_str();
   sub->add_option("--out", o->out, "Output directory")->required();
+  sub->add_flag("--no-deploy", o->no_deploy,
+                "Save the prepared model only; `qforge deploy` writes the deploy files later");
   sub->add_flag("--json", o->json, "Print the report as JSON");
   sub->add_flag("--quiet,-q", o->quiet, "No progress bars");
   return {sub, [o] { return runQuantize(*o); }};

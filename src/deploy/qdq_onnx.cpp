@@ -50,6 +50,7 @@ class Lowerer {
     Value* out;
     if (eight_bit) {
       out = quantizeDequantize(x, params, scheme, base);
+      quantized_[name] = out->producer()->input(0);  // the QuantizeLinear's integers
     } else {
       out = arithmetic(x, params, scheme, base, rank);
     }
@@ -166,11 +167,15 @@ class Lowerer {
 
   Graph& graph_;
   passes::PreparedModel& model_;
+
+ public:
+  std::map<std::string, const Value*> quantized_;  // quantizer -> its integer tensor
 };
 
 }  // namespace
 
-Graph toQdqGraph(passes::PreparedModel& model) {
+Graph toQdqGraph(passes::PreparedModel& model,
+                 std::map<std::string, std::string>* quantized_values) {
   Graph graph = copyGraph(model.graph());
   Lowerer lowerer(graph, model);
   for (Node* n : graph.topologicalOrder()) {
@@ -187,6 +192,10 @@ Graph toQdqGraph(passes::PreparedModel& model) {
   }
   graph.eliminateDeadCode();
   verifyGraph(graph);  // what runtimes will load: refuse here rather than write it
+  if (quantized_values != nullptr) {
+    for (const auto& [quantizer, value] : lowerer.quantized_)
+      (*quantized_values)[quantizer] = value->name();
+  }
   return graph;
 }
 

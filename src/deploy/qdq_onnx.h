@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <map>
 #include <string>
 
 #include "ir/graph.h"
@@ -18,7 +19,10 @@ namespace qforge::deploy {
 // A new graph; the prepared model is not changed (its quantizers must hold parameters).
 // Throws qforge::Error naming the quantizer for one that is not affine (NNIE's log grid).
 // quantizerTable() lists such quantizers with their state instead of a scale and zero point.
-Graph toQdqGraph(passes::PreparedModel& model);
+// `quantized_values`, when given, receives each quantizer's integer tensor in the new graph (the
+// QuantizeLinear output) by quantizer name, for comparing runtimes tensor by tensor.
+Graph toQdqGraph(passes::PreparedModel& model,
+                 std::map<std::string, std::string>* quantized_values = nullptr);
 
 // Every quantizer: kind, value, unit, scheme, observer, fake quantizer, scale and zero point.
 nlohmann::json quantizerTable(passes::PreparedModel& model);

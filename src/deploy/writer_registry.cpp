@@ -5,7 +5,9 @@
 #include "core/error.h"
 #include "core/files.h"
 #include "core/strings.h"
+#include "deploy/openvino_onnx.h"
 #include "deploy/qdq_onnx.h"
+#include "deploy/qoperator_onnx.h"
 #include "ir/onnx_export.h"
 
 namespace qforge::deploy {

@@ -31,7 +31,8 @@ class WriterRegistry {
   std::map<std::string, DeployWriter> writers_;
 };
 
-// "qdq": model.qdq.onnx (see qdq_onnx.h).
+// "qdq": model.qdq.onnx (see qdq_onnx.h); "qoperator" and "onnx_qnn": model.qoperator.onnx
+// (qoperator_onnx.h); "openvino": model.openvino.onnx (openvino_onnx.h).
 void registerBuiltinWriters(WriterRegistry& registry);
 
 }  // namespace qforge::deploy

@@ -105,6 +105,7 @@ const OpRegistry& OpRegistry::builtin() {
     registerShapeOps(r);
     registerResizeOps(r);
     registerQuantizedOps(r);
+    registerOpenVinoOps(r);
     return r;
   }();
   return registry;

@@ -104,5 +104,6 @@ void registerNormalizationOps(OpRegistry& registry);
 void registerShapeOps(OpRegistry& registry);      // Reshape, Transpose, Concat, Slice, Gather...
 void registerResizeOps(OpRegistry& registry);     // Resize, Upsample, Pad
 void registerQuantizedOps(OpRegistry& registry);  // QuantizeLinear, QLinearConv, ...
+void registerOpenVinoOps(OpRegistry& registry);   // org.openvinotoolkit FakeQuantize
 
 }  // namespace qforge

@@ -187,11 +187,24 @@ std::unique_ptr<quant::FakeQuantizer> createQuantizer(const QuantPoint& p,
 
 }  // namespace
 
-std::unique_ptr<PreparedModel> prepare(Graph graph, const BackendConfig& backend,
+std::unique_ptr<PreparedModel> assemblePreparedModel(Graph graph, BackendConfig backend,
+                                                     std::vector<UnitSummary> units,
+                                                     std::vector<QuantPoint> points,
+                                                     std::vector<std::string> float_ops,
+                                                     const PrepareOptions& options) {
+  auto model = std::make_unique<PreparedModel>(std::move(graph), std::move(backend));
+  model->units_ = std::move(units);
+  model->points_ = std::move(points);
+  model->float_ops_ = std::move(float_ops);
+  for (const QuantPoint& p : model->points_) {
+    model->quantizers_[p.quantizer] = createQuantizer(p, *model, options);
+  }
+  return model;
+}
+
+std::unique_ptr<PreparedModel> prepare(Graph g, const BackendConfig& backend,
                                        const PrepareOptions& options) {
-  checkOverridesMatch(options.config, graph);
-  auto model = std::make_unique<PreparedModel>(std::move(graph), backend);
-  Graph& g = model->graph_;
+  checkOverridesMatch(options.config, g);
   runStep("constants to initializers", g, [&] { return constantsToInitializers(g); });
   if (options.fold_batchnorm) {
     runStep("fold BatchNormalization", g, [&] {
@@ -203,19 +216,19 @@ std::unique_ptr<PreparedModel> prepare(Graph graph, const BackendConfig& backend
 
   const std::vector<QuantUnit> units = findQuantUnits(g, backend, options.config.extra_quantizable);
   std::vector<UnitSettings> settings = resolveSettings(units, backend, options.config);
+  std::vector<UnitSummary> summaries;
   std::set<const Node*> in_units;
   for (size_t i = 0; i < units.size(); ++i) {
-    model->units_.push_back(UnitSummary{units[i].name, units[i].ops(), units[i].pattern,
-                                        settings[i].skip, settings[i]});
+    summaries.push_back(UnitSummary{units[i].name, units[i].ops(), units[i].pattern,
+                                    settings[i].skip, settings[i]});
     if (!settings[i].skip) in_units.insert(units[i].nodes.begin(), units[i].nodes.end());
   }
-  model->float_ops_ = floatOps(g, backend, in_units);
-  model->points_ = runStep("insert fake quantizers", g,
-                           [&] { return insertFakeQuantizers(g, units, settings, backend); });
-  for (const QuantPoint& p : model->points_) {
-    model->quantizers_[p.quantizer] = createQuantizer(p, *model, options);
-  }
-  return model;
+  std::vector<std::string> float_ops = floatOps(g, backend, in_units);
+  std::vector<QuantPoint> points = runStep("insert fake quantizers", g, [&] {
+    return insertFakeQuantizers(g, units, settings, backend);
+  });
+  return assemblePreparedModel(std::move(g), backend, std::move(summaries), std::move(points),
+                               std::move(float_ops), options);
 }
 
 }  // namespace qforge::passes

@@ -67,8 +67,11 @@ class PreparedModel {
   Executor& executor();
 
  private:
-  friend std::unique_ptr<PreparedModel> prepare(Graph, const backends::BackendConfig&,
-                                                const PrepareOptions&);
+  friend std::unique_ptr<PreparedModel> assemblePreparedModel(Graph, backends::BackendConfig,
+                                                              std::vector<UnitSummary>,
+                                                              std::vector<QuantPoint>,
+                                                              std::vector<std::string>,
+                                                              const PrepareOptions&);
   Graph graph_;
   backends::BackendConfig backend_;
   std::vector<UnitSummary> units_;
@@ -81,5 +84,14 @@ class PreparedModel {
 
 std::unique_ptr<PreparedModel> prepare(Graph graph, const backends::BackendConfig& backend,
                                        const PrepareOptions& options = {});
+
+// A prepared model from its parts: `graph` already holds the FakeQuantize nodes of `points`; the
+// quantizers are created from the points' specs (in `options`' registries), without parameters.
+// prepare() ends here, and so does loading a saved prepared model (prepared_io.h).
+std::unique_ptr<PreparedModel> assemblePreparedModel(Graph graph, backends::BackendConfig backend,
+                                                     std::vector<UnitSummary> units,
+                                                     std::vector<QuantPoint> points,
+                                                     std::vector<std::string> float_ops,
+                                                     const PrepareOptions& options = {});
 
 }  // namespace qforge::passes

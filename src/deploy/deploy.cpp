@@ -1,0 +1,139 @@
+#include "deploy/deploy.h"
+
+#include <algorithm>
+#include <filesystem>
+
+#include "core/error.h"
+#include "core/files.h"
+#include "core/json_reader.h"
+#include "core/strings.h"
+#include "deploy/qdq_onnx.h"
+#include "deploy/qoperator_onnx.h"
+#include "ir/onnx_export.h"
+
+namespace qforge::deploy {
+
+namespace {
+
+std::string fileIn(const std::string& dir, const std::string& name) {
+  return (std::filesystem::path(dir) / name).string();
+}
+
+nlohmann::json encodingJson(const TensorEncoding& e) {
+  nlohmann::json j = {{"tensor", e.tensor}, {"quantizer", e.quantizer}, {"role", toString(e.role)},
+                      {"bits", e.bits},     {"symmetric", e.symmetric}, {"unsigned", e.is_unsigned},
+                      {"axis", e.axis},     {"qmin", e.qmin},           {"qmax", e.qmax},
+                      {"affine", e.affine}};
+  if (e.affine) {
+    j["scale"] = e.scale;
+    j["zero_point"] = e.zero_point;
+  } else {
+    j["state"] = e.state;
+  }
+  return j;
+}
+
+bool allEightBit(const QuantTable& table) {
+  return std::all_of(table.tensors.begin(), table.tensors.end(), [](const TensorEncoding& e) {
+    return e.role == TensorRole::Bias || e.bits == 8;
+  });
+}
+
+}  // namespace
+
+void checkBackendConstraints(const QuantTable& table, const backends::BackendConfig& backend) {
+  if (!backend.constraints.zero_point_zero) return;
+  for (const TensorEncoding& e : table.tensors) {
+    if (!e.affine) continue;
+    for (size_t c = 0; c < e.zero_point.size(); ++c) {
+      require(e.zero_point[c] == 0,
+              "tensor '" + e.tensor + "' (quantizer '" + e.quantizer + "') has zero point " +
+                  std::to_string(e.zero_point[c]) + ", but " + backend.name +
+                  " needs zero point 0 (symmetric quantization): remove the asymmetric override "
+                  "from the quantization config and calibrate again");
+    }
+  }
+}
+
+DeployResult deployPreparedModel(passes::PreparedModel& model, const std::string& out_dir,
+                                 const WriterRegistry& writers) {
+  DeployResult result;
+  DeployModel deployable = buildDeployModel(model);
+  checkBackendConstraints(deployable.table, model.backend());
+  std::filesystem::create_directories(out_dir);
+  nlohmann::json& m = result.manifest;
+  m["backend"] = model.backend().name;
+  m["deploy_format"] = model.backend().deploy_format;
+  m["models"] = nlohmann::json::object();
+
+  const auto not_affine =
+      std::find_if(deployable.table.tensors.begin(), deployable.table.tensors.end(),
+                   [](const TensorEncoding& e) { return !e.affine; });
+  if (not_affine == deployable.table.tensors.end()) {
+    std::map<std::string, std::string> quantized_values;
+    Graph qdq = toQdqGraph(model, &quantized_values);
+    const std::string qdq_path = fileIn(out_dir, "model.qdq.onnx");
+    exportOnnxFile(qdq, qdq_path);
+    result.files.push_back(qdq_path);
+    m["models"]["qdq"] = "model.qdq.onnx";
+    m["quantized_values"] = quantized_values;
+
+    QOperatorSummary summary;
+    Graph qop = toQOperatorGraph(qdq, &summary);
+    if (!summary.integer_ops.empty()) {
+      const std::string qop_path = fileIn(out_dir, "model.qoperator.onnx");
+      exportOnnxFile(qop, qop_path);
+      result.files.push_back(qop_path);
+      m["models"]["qoperator"] = "model.qoperator.onnx";
+      m["qoperator"] = {{"integer_ops", summary.integer_ops}, {"float_ops", summary.float_ops}};
+      if (!allEightBit(deployable.table)) {
+        result.notes.push_back(
+            "model.qoperator.onnx runs only the 8-bit groups as integer kernels; the others stay "
+            "float in it");
+      }
+    } else {
+      result.notes.push_back(
+          "no model.qoperator.onnx: no group maps to an integer kernel of "
+          "ONNX Runtime (8-bit input and output quantizers are needed)");
+    }
+  } else {
+    result.notes.push_back("no QDQ or QOperator ONNX: quantizer '" + not_affine->quantizer +
+                           "' has no affine grid for QuantizeLinear");
+  }
+
+  const std::string& format = model.backend().deploy_format;
+  // The ONNX forms above are what these formats write.
+  if (format != "qdq" && format != "qoperator" && format != "onnx_qnn") {
+    if (writers.has(format)) {
+      for (const std::string& f : writers.get(format)(model, deployable, out_dir)) {
+        if (std::find(result.files.begin(), result.files.end(), f) == result.files.end())
+          result.files.push_back(f);
+      }
+    } else {
+      result.notes.push_back("no '" + format +
+                             "' writer is registered (known: " + join(writers.formats()) + ")");
+    }
+  }
+
+  m["tensors"] = nlohmann::json::array();
+  for (const TensorEncoding& e : deployable.table.tensors)
+    m["tensors"].push_back(encodingJson(e));
+  m["notes"] = result.notes;
+  const std::string manifest_path = fileIn(out_dir, "deploy.json");
+  result.files.push_back(manifest_path);
+  m["files"] = nlohmann::json::array();
+  for (const std::string& f : result.files)
+    m["files"].push_back(std::filesystem::path(f).filename().string());
+  writeFileAtomically(manifest_path, m.dump(2) + "\n");
+  return result;
+}
+
+nlohmann::json readDeployManifest(const std::string& dir) {
+  const std::string path = fileIn(dir, "deploy.json");
+  require(std::filesystem::exists(path),
+          dir + ": no deploy.json; run `qforge deploy PREPARED_DIR --out " + dir +
+              "` (or `qforge quantize ... --out " + dir + "`) first");
+  return parseJson(readFile(path), path);
+}
+
+}  // namespace qforge::deploy

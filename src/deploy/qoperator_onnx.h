@@ -1,0 +1,28 @@
+// ONNX Runtime's QOperator form of a QDQ graph. Each DequantizeLinear -> op -> QuantizeLinear
+// group that ONNX Runtime has an integer kernel for becomes that kernel: QLinearConv,
+// QLinearMatMul, and the com.microsoft QGemm, QLinearAdd, QLinearMul, QLinearGlobalAveragePool,
+// QLinearAveragePool and QLinearConcat. Data movement (MaxPool, Reshape, Flatten, Transpose, ...)
+// runs on the 8-bit tensors themselves; whatever has no integer kernel stays float between
+// DequantizeLinear and QuantizeLinear. Every rewrite is exact with respect to the QDQ graph's
+// arithmetic except where an integer kernel requantizes (the point of the format).
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+
+namespace qforge::deploy {
+
+struct QOperatorSummary {
+  std::map<std::string, int> integer_ops;  // "QLinearConv" -> count
+  std::vector<std::string> float_ops;      // nodes left in float that read dequantized values
+};
+
+// A new graph; `qdq` is not changed. Value names of the QDQ graph's QuantizeLinear outputs are
+// kept where the tensor still exists (the integer kernel producing it takes over the name), so the
+// two graphs' integer tensors can be compared by name.
+Graph toQOperatorGraph(const Graph& qdq, QOperatorSummary* summary = nullptr);
+
+}  // namespace qforge::deploy

@@ -1,0 +1,334 @@
+#include "verify/verify.h"
+
+#include <ATen/ATen.h>
+#include <stdlib.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+
+#include "algos/calibrate.h"
+#include "core/error.h"
+#include "deploy/deploy.h"
+#include "exec/executor.h"
+#include "ir/onnx_export.h"
+#include "ir/onnx_import.h"
+#include "passes/fake_quantize_node.h"
+
+namespace qforge::verify {
+
+namespace {
+
+std::string fileIn(const std::string& dir, const std::string& name) {
+  return (std::filesystem::path(dir) / name).string();
+}
+
+// A scratch directory removed when the object goes.
+class ScratchDir {
+ public:
+  ScratchDir() {
+    std::string pattern =
+        (std::filesystem::temp_directory_path() / "qforge-verify-XXXXXX").string();
+    require(::mkdtemp(pattern.data()) != nullptr, "cannot create a temporary directory");
+    path_ = pattern;
+  }
+  ~ScratchDir() {
+    std::error_code ignored;
+    std::filesystem::remove_all(path_, ignored);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+at::Tensor runBatched(Executor& executor, const std::string& input, const std::string& output,
+                      const at::Tensor& inputs, int64_t batch) {
+  std::vector<at::Tensor> parts;
+  for (int64_t start = 0; start < inputs.size(0); start += batch) {
+    const at::Tensor x = inputs.slice(0, start, std::min(start + batch, inputs.size(0)));
+    parts.push_back(executor.run({{input, x}}, {output}).at(output));
+  }
+  return at::cat(parts, 0);
+}
+
+// The encoding deploy.json lists for a quantizer or a tensor.
+struct Encoding {
+  std::string quantizer;
+  std::string tensor;
+  std::string role;
+  double scale = 0;
+  int64_t zero_point = 0;
+  bool per_tensor = false;
+};
+
+std::vector<Encoding> encodings(const nlohmann::json& manifest) {
+  std::vector<Encoding> out;
+  for (const auto& t : manifest.at("tensors")) {
+    Encoding e;
+    e.quantizer = t.at("quantizer").get<std::string>();
+    e.tensor = t.at("tensor").get<std::string>();
+    e.role = t.at("role").get<std::string>();
+    if (t.value("affine", true) && t.at("scale").size() == 1) {
+      e.per_tensor = true;
+      e.scale = t.at("scale")[0].get<double>();
+      e.zero_point = t.at("zero_point")[0].get<int64_t>();
+    }
+    out.push_back(e);
+  }
+  return out;
+}
+
+// |a - b| / step over every element: max, 99th percentile and the share that is exact.
+void stepStatistics(const at::Tensor& a, const at::Tensor& b, double step, Comparison& c) {
+  const at::Tensor d = ((a.to(at::kDouble) - b.to(at::kDouble)).abs() / step).reshape({-1});
+  c.max_steps = d.max().item<double>();
+  const at::Tensor sorted = std::get<0>(d.sort());
+  const int64_t k = std::min<int64_t>(d.numel() - 1, static_cast<int64_t>(0.99 * d.numel()));
+  c.p99_steps = sorted[k].item<double>();
+  c.exact_fraction = (d < 1e-3).to(at::kDouble).mean().item<double>();
+}
+
+// The samples where two runs differ most, for tracing.
+at::Tensor worstSamples(const at::Tensor& a, const at::Tensor& b, int64_t k) {
+  const at::Tensor per_sample =
+      (a.to(at::kDouble) - b.to(at::kDouble)).abs().reshape({a.size(0), -1}).amax(1);
+  return std::get<1>(per_sample.topk(std::min<int64_t>(k, a.size(0))));
+}
+
+// ORT's values of `tensors` (integer tensors of the model at `path`) on `x`: a copy of the model
+// that also outputs them.
+TensorMap ortIntermediates(const OrtRunner& ort, const std::string& path, const std::string& input,
+                           const at::Tensor& x, const std::vector<std::string>& tensors,
+                           const ScratchDir& scratch) {
+  Graph g = importOnnxFile(path);
+  for (const std::string& name : tensors) {
+    Value* v = g.findValue(name);
+    if (v != nullptr && !g.isGraphOutput(v)) g.addOutput(v);
+  }
+  const std::string traced = fileIn(scratch.path(), "traced.onnx");
+  exportOnnxFile(g, traced);
+  return ort.run(traced, {{input, x}}, tensors);
+}
+
+// The first of `pairs` (reference levels, ORT levels, in graph order) differing by > 1 level.
+std::optional<Divergence> firstDivergence(
+    const std::vector<std::tuple<std::string, std::string, at::Tensor, at::Tensor>>& pairs) {
+  for (size_t i = 0; i < pairs.size(); ++i) {
+    const auto& [quantizer, tensor, ref, got] = pairs[i];
+    const double worst = (ref.to(at::kDouble) - got.to(at::kDouble)).abs().max().item<double>();
+    if (worst > 1.0) {
+      return Divergence{quantizer, tensor, worst, static_cast<int64_t>(i),
+                        static_cast<int64_t>(pairs.size())};
+    }
+  }
+  return std::nullopt;
+}
+
+class Verifier {
+ public:
+  Verifier(passes::PreparedModel& model, const std::string& dir, const VerifyOptions& options)
+      : model_(model), dir_(dir), options_(options), ort_(ortOptions(options)) {
+    manifest_ = deploy::readDeployManifest(dir);
+    encodings_ = encodings(manifest_);
+    input_ = algos::dataInput(model.graph()).name();
+    output_ = model.graph().outputs().front()->name();
+  }
+
+  VerifyReport run(const at::Tensor& inputs, const at::Tensor& labels) {
+    VerifyReport report;
+    report.samples = inputs.size(0);
+    const nlohmann::json& models = manifest_.at("models");
+    require(!models.empty(), dir_ + "/deploy.json lists no ONNX model to verify (" +
+                                 manifest_.value("notes", nlohmann::json::array()).dump() + ")");
+    model_.setMode(quant::FakeQuantMode::Quantization);
+    const at::Tensor sim = runBatched(model_.executor(), input_, output_, inputs, options_.batch);
+    outputStep(sim, report);
+    addAccuracy(report, "qforge simulation", sim, labels);
+
+    if (models.contains("qdq")) {
+      const std::string path = fileIn(dir_, models["qdq"].get<std::string>());
+      const at::Tensor ort = ort_.run(path, {{input_, inputs}}, {output_}).at(output_);
+      addAccuracy(report, "ONNX Runtime, QDQ model", ort, labels);
+      Comparison c = compare("qdq", "simulation", ort, sim, report.step);
+      if (disagrees(c))
+        c.divergence = traceQdq(path, inputs, worstSamples(ort, sim, options_.debug_samples));
+      report.comparisons.push_back(c);
+    }
+    if (models.contains("qoperator")) {
+      const std::string path = fileIn(dir_, models["qoperator"].get<std::string>());
+      const at::Tensor ort = ort_.run(path, {{input_, inputs}}, {output_}).at(output_);
+      addAccuracy(report, "ONNX Runtime, QOperator model", ort, labels);
+      if (options_.emulation != nullptr) {
+        Graph qop = importOnnxFile(path);
+        Executor emulator(qop, {}, *options_.emulation);
+        const at::Tensor emu = runBatched(emulator, input_, output_, inputs, options_.batch);
+        addAccuracy(report, "qforge integer emulation", emu, labels);
+        Comparison c = compare("qoperator", "emulation", ort, emu, report.step);
+        if (disagrees(c)) {
+          c.divergence = traceQOperator(path, qop, emulator, inputs,
+                                        worstSamples(ort, emu, options_.debug_samples));
+        }
+        report.comparisons.push_back(c);
+      }
+      report.comparisons.push_back(compare("qoperator", "simulation", ort, sim, report.step));
+    }
+    return report;
+  }
+
+ private:
+  static OrtRunnerOptions ortOptions(const VerifyOptions& o) {
+    OrtRunnerOptions ort = o.ort;
+    if (ort.batch == 0) ort.batch = o.batch;
+    return ort;
+  }
+
+  static bool disagrees(const Comparison& c) {
+    return c.top1_agree < c.samples || c.max_steps > 1.0 + 1e-6;
+  }
+
+  void outputStep(const at::Tensor& sim, VerifyReport& report) const {
+    for (const Encoding& e : encodings_) {
+      if (e.tensor == output_ && e.per_tensor && e.role == "activation") {
+        report.step = e.scale;
+        report.step_source = "output quantizer '" + e.quantizer + "'";
+        return;
+      }
+    }
+    report.step = std::max(sim.abs().max().item<double>(), 1e-12) / 127.0;
+    report.step_source = "the output is float: int8 step of its range, max|y| / 127";
+  }
+
+  static void addAccuracy(VerifyReport& report, const std::string& path, const at::Tensor& y,
+                          const at::Tensor& labels) {
+    if (!labels.defined() || y.dim() != 2) return;
+    const double top1 = y.argmax(1).eq(labels).to(at::kDouble).mean().item<double>();
+    report.accuracy.emplace_back(path, top1);
+  }
+
+  static Comparison compare(const std::string& model, const std::string& reference,
+                            const at::Tensor& ort, const at::Tensor& ref, double step) {
+    Comparison c;
+    c.model = model;
+    c.reference = reference;
+    c.samples = ort.size(0);
+    if (ort.dim() == 2) c.top1_agree = ort.argmax(1).eq(ref.argmax(1)).sum().item<int64_t>();
+    stepStatistics(ort, ref, step, c);
+    return c;
+  }
+
+  // QDQ model vs simulation: each activation quantizer's integers, ORT's QuantizeLinear output
+  // against the simulation's fake-quantized value on the same grid.
+  std::optional<Divergence> traceQdq(const std::string& path, const at::Tensor& inputs,
+                                     const at::Tensor& samples) {
+    const at::Tensor x = inputs.index_select(0, samples);
+    const nlohmann::json quantized = manifest_.value("quantized_values", nlohmann::json::object());
+    std::vector<std::tuple<std::string, std::string, const Encoding*>> wanted;  // fq, tensor, enc
+    for (const Node* n : model_.graph().topologicalOrder()) {
+      if (!passes::isFakeQuantize(n)) continue;
+      const std::string fq_quantizer = passes::quantizerOf(*n);
+      for (const Encoding& e : encodings_) {
+        if (e.quantizer != fq_quantizer || e.role != "activation" || !e.per_tensor) continue;
+        if (!quantized.contains(e.quantizer)) continue;
+        wanted.emplace_back(n->output(0)->name(), quantized[e.quantizer].get<std::string>(), &e);
+        break;
+      }
+    }
+    std::vector<std::string> ort_names, sim_names;
+    for (const auto& [fq_out, tensor, e] : wanted) {
+      ort_names.push_back(tensor);
+      sim_names.push_back(fq_out);
+    }
+    ScratchDir scratch;
+    const TensorMap ort = ortIntermediates(ort_, path, input_, x, ort_names, scratch);
+    const TensorMap sim = model_.executor().run({{input_, x}}, sim_names);
+    std::vector<std::tuple<std::string, std::string, at::Tensor, at::Tensor>> pairs;
+    for (const auto& [fq_out, tensor, e] : wanted) {
+      const at::Tensor levels = (sim.at(fq_out).to(at::kDouble) / e->scale).round() + e->zero_point;
+      pairs.emplace_back(e->quantizer, tensor, levels, ort.at(tensor));
+    }
+    return firstDivergence(pairs);
+  }
+
+  // QOperator model vs its emulation: every integer tensor a kernel writes.
+  std::optional<Divergence> traceQOperator(const std::string& path, const Graph& qop,
+                                           Executor& emulator, const at::Tensor& inputs,
+                                           const at::Tensor& samples) {
+    const at::Tensor x = inputs.index_select(0, samples);
+    std::map<std::string, std::string> quantizer_of;
+    const nlohmann::json quantized = manifest_.value("quantized_values", nlohmann::json::object());
+    for (const auto& [quantizer, tensor] : quantized.items()) {
+      quantizer_of[tensor.get<std::string>()] = quantizer;
+    }
+    std::vector<std::string> names;
+    for (const Node* n : qop.topologicalOrder()) {
+      const std::string& op = n->opType();
+      if (op == "QuantizeLinear" || op.rfind("QLinear", 0) == 0 ||
+          (op == "QGemm" && n->inputs().size() > 7)) {
+        names.push_back(n->output(0)->name());
+      }
+    }
+    ScratchDir scratch;
+    const TensorMap ort = ortIntermediates(ort_, path, input_, x, names, scratch);
+    const TensorMap emu = emulator.run({{input_, x}}, names);
+    std::vector<std::tuple<std::string, std::string, at::Tensor, at::Tensor>> pairs;
+    for (const std::string& name : names) {
+      const auto it = quantizer_of.find(name);
+      pairs.emplace_back(it == quantizer_of.end() ? "" : it->second, name, emu.at(name),
+                         ort.at(name));
+    }
+    return firstDivergence(pairs);
+  }
+
+  passes::PreparedModel& model_;
+  std::string dir_;
+  VerifyOptions options_;
+  OrtRunner ort_;
+  nlohmann::json manifest_;
+  std::vector<Encoding> encodings_;
+  std::string input_;
+  std::string output_;
+};
+
+}  // namespace
+
+VerifyReport verifyDeployment(passes::PreparedModel& model, const std::string& dir,
+                              const at::Tensor& inputs, const at::Tensor& labels,
+                              const VerifyOptions& options) {
+  require(inputs.defined() && inputs.size(0) > 0, "verify needs at least one input sample");
+  Verifier verifier(model, dir, options);
+  return verifier.run(inputs, labels);
+}
+
+nlohmann::json toJson(const VerifyReport& r) {
+  nlohmann::json j;
+  j["samples"] = r.samples;
+  j["step"] = r.step;
+  j["step_source"] = r.step_source;
+  j["accuracy"] = nlohmann::json::object();
+  for (const auto& [path, top1] : r.accuracy)
+    j["accuracy"][path] = top1;
+  j["comparisons"] = nlohmann::json::array();
+  for (const Comparison& c : r.comparisons) {
+    nlohmann::json cj = {{"model", c.model},
+                         {"reference", c.reference},
+                         {"samples", c.samples},
+                         {"top1_agree", c.top1_agree},
+                         {"top1_agreement", static_cast<double>(c.top1_agree) / c.samples},
+                         {"max_steps", c.max_steps},
+                         {"p99_steps", c.p99_steps},
+                         {"exact_fraction", c.exact_fraction}};
+    if (c.divergence) {
+      cj["first_divergence"] = {{"quantizer", c.divergence->quantizer},
+                                {"tensor", c.divergence->tensor},
+                                {"max_steps", c.divergence->max_steps},
+                                {"index", c.divergence->index},
+                                {"compared", c.divergence->compared}};
+    }
+    j["comparisons"].push_back(cj);
+  }
+  j["notes"] = r.notes;
+  return j;
+}
+
+}  // namespace qforge::verify

@@ -1,0 +1,67 @@
+// Deployed accuracy = simulated accuracy, shown: the exported models run in ONNX Runtime and
+// beside them qforge's fake-quant simulation (the prepared model) and its integer emulation of
+// the QOperator model, on the same inputs. Reported per exported model: accuracy of each path,
+// top-1 agreement, output differences in units of the output's quantization step, and when the
+// paths disagree the first quantized tensor where they differ by more than one step.
+#pragma once
+
+#include <ATen/ATen.h>
+#include <nlohmann/json.hpp>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "exec/op_info.h"
+#include "passes/prepare.h"
+#include "verify/ort_runner.h"
+
+namespace qforge::verify {
+
+struct VerifyOptions {
+  OrtRunnerOptions ort;
+  int64_t batch = 256;        // qforge's batch; ORT gets the same
+  int64_t debug_samples = 8;  // samples traced tensor by tensor when paths disagree
+  // Runs the QOperator model's integer kernels as ONNX Runtime does (exec/ops/ort_integer.h).
+  const OpRegistry* emulation = nullptr;
+};
+
+// Where two runs of the same model first differ by more than one quantization step.
+struct Divergence {
+  std::string quantizer;  // the prepared model's quantizer ("" for a QOperator-only tensor)
+  std::string tensor;     // the integer tensor in the exported model
+  double max_steps = 0;   // largest difference on the traced samples, in levels
+  int64_t index = 0;      // position among the compared tensors (graph order)
+  int64_t compared = 0;   // how many tensors were compared
+};
+
+// One exported model in ONNX Runtime against one of qforge's paths.
+struct Comparison {
+  std::string model;      // "qdq" or "qoperator"
+  std::string reference;  // "simulation" or "emulation"
+  int64_t samples = 0;
+  int64_t top1_agree = 0;
+  double max_steps = 0;  // |ort - reference| / step, over every output element
+  double p99_steps = 0;
+  double exact_fraction = 0;  // elements equal within 1e-3 of a step
+  std::optional<Divergence> divergence;
+};
+
+struct VerifyReport {
+  int64_t samples = 0;
+  double step = 0;          // the output's quantization step
+  std::string step_source;  // "output quantizer 'q'" or "int8 step of the output range"
+  std::vector<std::pair<std::string, double>> accuracy;  // path -> top-1 (fraction)
+  std::vector<Comparison> comparisons;
+  std::vector<std::string> notes;
+};
+
+// `dir` holds deploy.json and the models it lists (deploy.h). `inputs` is the whole evaluation
+// set [N, ...] and `labels` its classes [N] (may be undefined: then no accuracy).
+VerifyReport verifyDeployment(passes::PreparedModel& model, const std::string& dir,
+                              const at::Tensor& inputs, const at::Tensor& labels,
+                              const VerifyOptions& options);
+
+nlohmann::json toJson(const VerifyReport& report);
+
+}  // namespace qforge::verify

@@ -1,0 +1,173 @@
+// The QOperator rewrite: QDQ groups become ONNX Runtime's integer kernels, data movement runs on
+// the integers, and the result computes what the QDQ graph computes up to the requantization of
+// each kernel (at most one output step), run here by the executor's ONNX-reference kernels.
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "deploy/qdq_onnx.h"
+#include "deploy/qoperator_onnx.h"
+#include "exec/executor.h"
+#include "support/quant_graphs.h"
+
+namespace qforge::testing {
+namespace {
+
+std::map<std::string, int> opCounts(const Graph& g) {
+  std::map<std::string, int> counts;
+  for (const Node* n : g.nodes())
+    counts[n->opType()]++;
+  return counts;
+}
+
+// uint8 asymmetric activations at unit inputs and outputs, int32 derived bias: ONNX_QNN's rules.
+const nlohmann::json kIntegerPlacement = {
+    {"placement", {{"unit_inputs", true}, {"unit_outputs", true}, {"graph_outputs", true}}},
+    {"constraints", {{"bias", {{"mode", "derived"}, {"bits", 32}}}}}};
+
+struct Converted {
+  std::unique_ptr<passes::PreparedModel> model;
+  Graph qdq;
+  Graph qop;
+  deploy::QOperatorSummary summary;
+  at::Tensor x;
+};
+
+Converted convert(Graph g, const nlohmann::json& patch, at::Tensor x) {
+  Converted c;
+  c.model = passes::prepare(std::move(g), tinyBackend(patch));
+  c.x = x;
+  calibrateOn(*c.model, x);
+  c.qdq = deploy::toQdqGraph(*c.model);
+  c.qop = deploy::toQOperatorGraph(c.qdq, &c.summary);
+  return c;
+}
+
+// x[2,3,6,6] -> Conv -> Relu -> MaxPool(2) -> Conv -> y, every conv with a bias.
+Graph convPoolConv() {
+  at::manual_seed(3);
+  Graph g;
+  Value* x = g.addValue("x");
+  x->type = TensorType{
+      DType::Float, std::vector<Dim>{Dim::known(2), Dim::known(3), Dim::known(6), Dim::known(6)}};
+  g.addInput(x);
+  Node* c1 = g.addNode("Conv",
+                       {x, g.addInitializer("w1", at::randn({4, 3, 3, 3})),
+                        g.addInitializer("b1", at::randn({4}) * 0.1)},
+                       {"c1"}, "conv1");
+  c1->attributes.set(Attribute::makeInts("pads", {1, 1, 1, 1}));
+  Node* r = g.addNode("Relu", {c1->output(0)}, {"r"}, "relu");
+  Node* p = g.addNode("MaxPool", {r->output(0)}, {"p"}, "pool");
+  p->attributes.set(Attribute::makeInts("kernel_shape", {2, 2}));
+  p->attributes.set(Attribute::makeInts("strides", {2, 2}));
+  Node* c2 = g.addNode("Conv",
+                       {p->output(0), g.addInitializer("w2", at::randn({2, 4, 1, 1})),
+                        g.addInitializer("b2", at::randn({2}) * 0.1)},
+                       {"y"}, "conv2");
+  (void)c2;
+  g.addOutput(g.value("y"));
+  g.model.opset_imports[""] = 13;
+  return g;
+}
+
+TEST(QOperatorOnnx, ConvGroupsBecomeQLinearConvAndReluOnAZeroPointGridIsDropped) {
+  Converted c = convert(convReluConv(), kIntegerPlacement, at::randn({2, 2, 5, 5}));
+  const auto counts = opCounts(c.qop);
+  EXPECT_EQ(counts.count("Conv"), 0u);
+  EXPECT_EQ(counts.at("QLinearConv"), 2);
+  // uint8 with zero point 0 after ReLU: the kernel's saturation is the ReLU.
+  EXPECT_EQ(counts.count("Relu"), 0u);
+  EXPECT_EQ(c.summary.integer_ops.at("QLinearConv"), 2);
+  int biases = 0;
+  for (const Node* n : c.qop.nodes()) {
+    if (n->opType() != "QLinearConv") continue;
+    EXPECT_EQ(n->input(3)->initializer().scalar_type(), at::kChar);  // weights stored as int8
+    if (n->input(8) == nullptr) continue;                            // conv2 has no bias
+    EXPECT_EQ(n->input(8)->initializer().scalar_type(), at::kInt);   // bias as int32
+    ++biases;
+  }
+  EXPECT_EQ(biases, 1);
+  EXPECT_EQ(c.qop.outputs().front()->name(), "y");
+}
+
+TEST(QOperatorOnnx, ComputesTheQdqGraphWithinOneOutputStep) {
+  Converted c = convert(convReluConv(), kIntegerPlacement, at::randn({2, 2, 5, 5}));
+  const at::Tensor x = at::randn({8, 2, 5, 5});
+  const at::Tensor want = Executor(c.qdq).run({{"x", x}}).at("y");
+  const at::Tensor got = Executor(c.qop).run({{"x", x}}).at("y");
+  // The graph output is quantized: its step is the output quantizer's scale.
+  double step = 0;
+  for (quant::FakeQuantizer* q : c.model->quantizers()) {
+    for (const passes::QuantPoint& p : c.model->points()) {
+      if (p.quantizer == q->name() && p.value == "y") step = q->qparams().scale.item<double>();
+    }
+  }
+  ASSERT_GT(step, 0);
+  const at::Tensor steps = ((got - want).abs() / step).round();
+  EXPECT_LE(steps.max().item<double>(), 1.0);
+  // Requantizing in one kernel differs from dequantize-compute-quantize only near ties.
+  EXPECT_GE((steps == 0).to(at::kDouble).mean().item<double>(), 0.95);
+}
+
+TEST(QOperatorOnnx, MaxPoolRunsOnTheIntegers) {
+  Converted c = convert(convPoolConv(),
+                        {{"ops", {{"MaxPool", "shares_input"}}},
+                         {"placement", {{"unit_inputs", true}, {"unit_outputs", true}}},
+                         {"constraints", {{"bias", {{"mode", "derived"}, {"bits", 32}}}}}},
+                        at::randn({2, 3, 6, 6}));
+  const auto counts = opCounts(c.qop);
+  EXPECT_EQ(counts.at("QLinearConv"), 2);
+  ASSERT_EQ(counts.at("MaxPool"), 1);
+  for (const Node* n : c.qop.nodes()) {
+    if (n->opType() == "MaxPool") {
+      ASSERT_NE(n->input(0)->producer(), nullptr);
+      EXPECT_EQ(n->input(0)->producer()->opType(), "QLinearConv");
+      EXPECT_EQ(n->output(0)->uses().front().node->opType(), "QLinearConv");
+    }
+  }
+  const at::Tensor x = at::randn({4, 3, 6, 6});
+  const at::Tensor want = Executor(c.qdq).run({{"x", x}}).at("y");
+  const at::Tensor got = Executor(c.qop).run({{"x", x}}).at("y");
+  EXPECT_LE((got - want).abs().max().item<double>(), 2.0 * want.abs().max().item<double>() / 127);
+}
+
+TEST(QOperatorOnnx, ReluOnASignedGridStaysAndReadsTheKernelsDequantizedOutput) {
+  // int8 symmetric activations: zero point 0 is mid-grid, so ReLU still removes values.
+  const nlohmann::json sym = {{"activation", {{"symmetric", true}, {"unsigned", false}}},
+                              {"placement", {{"unit_inputs", true}, {"unit_outputs", true}}},
+                              {"constraints", {{"bias", {{"mode", "derived"}, {"bits", 32}}}}}};
+  Converted c = convert(convReluConv(), sym, at::randn({2, 2, 5, 5}));
+  const auto counts = opCounts(c.qop);
+  EXPECT_EQ(counts.at("QLinearConv"), 2);
+  ASSERT_EQ(counts.at("Relu"), 1);
+  for (const Node* n : c.qop.nodes()) {
+    if (n->opType() == "Relu") {
+      EXPECT_EQ(n->input(0)->producer()->opType(), "DequantizeLinear");
+    }
+  }
+  const at::Tensor x = at::randn({8, 2, 5, 5});
+  const at::Tensor want = Executor(c.qdq).run({{"x", x}}).at("y");
+  const at::Tensor got = Executor(c.qop).run({{"x", x}}).at("y");
+  EXPECT_LE((got - want).abs().max().item<double>(), 1.01 * want.abs().max().item<double>() / 127);
+}
+
+TEST(QOperatorOnnx, GroupsWithoutAnIntegerKernelStayFloat) {
+  // 4-bit activations are lowered to arithmetic, not QuantizeLinear: nothing to fuse.
+  const nlohmann::json four_bit = {{"activation", {{"bits", 4}}},
+                                   {"placement", {{"unit_inputs", true}, {"unit_outputs", true}}}};
+  Converted c = convert(convReluConv(), four_bit, at::randn({2, 2, 5, 5}));
+  EXPECT_TRUE(c.summary.integer_ops.empty());
+  EXPECT_EQ(opCounts(c.qop).at("Conv"), 2);
+  // Inputs-only placement (TensorRT-like): conv1's output is quantized as conv2's input, but
+  // conv2's output y is not, so conv2 stays a float Conv reading dequantized values.
+  Converted d = convert(convReluConv(), nlohmann::json::object(), at::randn({2, 2, 5, 5}));
+  EXPECT_EQ(opCounts(d.qop).at("QLinearConv"), 1);
+  EXPECT_EQ(opCounts(d.qop).at("Conv"), 1);
+  ASSERT_EQ(d.summary.float_ops.size(), 1u);
+  EXPECT_NE(d.summary.float_ops.front().find("conv2"), std::string::npos)
+      << d.summary.float_ops.front();
+}
+
+}  // namespace
+}  // namespace qforge::testing
