@@ -142,7 +142,8 @@ at::Tensor outputMultipliers(float x_scale, const at::Tensor& w_scale, float y_s
 }
 
 // MlasRequantizeOutput: float32(acc) * multiplier, clamped to [lowest - zp, highest - zp],
-// rounded half to even, plus zp. `multiplier` is float32, broadcastable against `acc`.
+// rounded half to even, plus zp. `acc` is int32, or float32 already holding float32(acc) (then
+// it is overwritten); `multiplier` is float32, broadcastable against `acc`.
 at::Tensor requantize(const at::Tensor& acc, const at::Tensor& multiplier, int64_t zero_point,
                       at::ScalarType type) {
   const Range r = rangeOf(type);
@@ -173,9 +174,20 @@ at::Tensor wrapToInt32(const at::Tensor& exact) {
   return exact.to(at::kLong).to(at::kInt);
 }
 
-// Convolution of zero-point-shifted operands (float32 holding exact integers), exact, as int64.
+// Shape that puts a 1-D per-channel vector on axis 1 of a rank-`rank` (N, M, ...) tensor.
+std::vector<int64_t> channelShape(int64_t channels, int64_t rank) {
+  std::vector<int64_t> shape(static_cast<size_t>(rank - 1), 1);
+  shape[0] = channels;
+  return shape;
+}
+
+// The int32 accumulator of a convolution of zero-point-shifted operands (float32 holding exact
+// integers) plus the int32 bias (optional). When no partial sum, bias included, can pass 2^24 the
+// whole computation stays in float32 and the result is returned as float32 (exact, and equal to
+// MLAS's int32 -> float32 conversion); otherwise it runs in float64 and returns the int32 wrap.
 // Padding pads the shifted input with 0, i.e. with the zero point, as ORT's im2col does.
-at::Tensor exactConv(const OpContext& ctx, at::Tensor xs, at::Tensor ws) {
+at::Tensor exactConvAccumulator(const OpContext& ctx, at::Tensor xs, at::Tensor ws,
+                                const at::Tensor& bias) {
   if (xs.dim() < 3) ctx.fail("x must be (N, C, spatial...), got shape " + shapeString(xs.sizes()));
   if (ws.dim() != xs.dim()) {
     ctx.fail("w has shape " + shapeString(ws.sizes()) + " but x has shape " +
@@ -194,7 +206,9 @@ at::Tensor exactConv(const OpContext& ctx, at::Tensor xs, at::Tensor ws) {
   const double x_max = xs.numel() ? xs.abs().max().item<double>() : 0.0;
   const double w_max =
       ws.numel() ? ws.abs().reshape({ws.size(0), -1}).sum(1).max().item<double>() : 0.0;
-  const at::ScalarType sum_type = exactSumType(x_max, w_max);
+  const double bias_max = bias.defined() ? bias.abs().max().item<double>() : 0.0;
+  const bool float32_exact = x_max * w_max + bias_max <= 16777216.0;
+  const at::ScalarType sum_type = float32_exact ? at::kFloat : at::kDouble;
   xs = xs.to(sum_type);
   ws = ws.to(sum_type);
   const ops::WindowGeometry g = ops::resolveWindowGeometry(ctx, xs.sizes().slice(2), kernel);
@@ -204,9 +218,13 @@ at::Tensor exactConv(const OpContext& ctx, at::Tensor xs, at::Tensor ws) {
     padding.assign(padding.size(), 0);
   }
   const std::vector<int64_t> output_padding(padding.size(), 0);
-  return at::convolution(xs, ws, at::Tensor(), g.strides, padding, g.dilations,
-                         /*transposed=*/false, output_padding, group)
-      .to(at::kLong);
+  const at::Tensor sum =
+      at::convolution(xs, ws, float32_exact && bias.defined() ? bias.to(at::kFloat) : at::Tensor(),
+                      g.strides, padding, g.dilations, /*transposed=*/false, output_padding, group);
+  if (float32_exact) return sum;
+  at::Tensor exact = sum.to(at::kLong);
+  if (bias.defined()) exact.add_(bias.to(at::kLong).reshape(channelShape(ws.size(0), exact.dim())));
+  return wrapToInt32(exact);
 }
 
 // A per-channel parameter: scalar, [1] or [channels], of `type`; returned 1-D.
@@ -224,13 +242,6 @@ at::Tensor channelParam(const OpContext& ctx, size_t i, const std::string& name,
              std::to_string(channels) + "), got shape " + shapeString(t.sizes()));
   }
   return t;
-}
-
-// Shape that puts a 1-D per-channel vector on axis 1 of a rank-`rank` (N, M, ...) tensor.
-std::vector<int64_t> channelShape(int64_t channels, int64_t rank) {
-  std::vector<int64_t> shape(static_cast<size_t>(rank - 1), 1);
-  shape[0] = channels;
-  return shape;
 }
 
 // --------------------------------------------------------------------------- QLinearConv
@@ -266,15 +277,14 @@ std::vector<at::Tensor> qlinearConv(const OpContext& ctx) {
   }
   const at::Tensor xs = x.to(at::kFloat).sub_(static_cast<double>(x_zp));
   const at::Tensor ws = w.to(at::kFloat).sub_(w_zp[0].item<double>());
-  at::Tensor acc = exactConv(ctx, xs, ws);
-  if (bias.defined()) acc.add_(bias.to(at::kLong).reshape(channelShape(out_channels, acc.dim())));
+  const at::Tensor acc = exactConvAccumulator(ctx, xs, ws, bias);
 
   at::Tensor multiplier = outputMultipliers(x_scale, w_scale, y_scale);
   if (multiplier.numel() > 1)
     multiplier = multiplier.reshape(channelShape(out_channels, acc.dim()));
   else
     multiplier = multiplier.reshape({});
-  const at::Tensor y = requantize(wrapToInt32(acc), multiplier, y_zp, x.scalar_type());
+  const at::Tensor y = requantize(acc, multiplier, y_zp, x.scalar_type());
   return {channels_last ? y.movedim(1, -1).contiguous() : y};
 }
 
