@@ -1,0 +1,20 @@
+// An op table that predicts, bit for bit, what ONNX Runtime's CPU execution provider (MLAS
+// kernels, x86-64) outputs for a QOperator model: the built-in table with QuantizeLinear,
+// QLinearConv and QLinearMatMul replaced by ORT's arithmetic and the com.microsoft quantized ops
+// added (QLinearAdd, QLinearMul, QLinearGlobalAveragePool, QLinearAveragePool, QLinearConcat,
+// QGemm, QLinearLeakyRelu, QLinearSigmoid). The built-in table keeps ONNX's reference
+// semantics. Use it as `Executor(graph, options, ortEmulationRegistry())`.
+#pragma once
+
+#include "exec/op_info.h"
+
+namespace qforge {
+
+// Built on first use; the ORT kernels themselves live in exec/ops/ort_integer.cpp.
+const OpRegistry& ortEmulationRegistry();
+
+// Adds the ORT kernels to `registry` (which must not hold QuantizeLinear, QLinearConv or
+// QLinearMatMul yet).
+void registerOrtIntegerOps(OpRegistry& registry);
+
+}  // namespace qforge
