@@ -5,6 +5,7 @@
 #include "core/error.h"
 #include "core/files.h"
 #include "core/strings.h"
+#include "deploy/format_writers.h"
 #include "deploy/qdq_onnx.h"
 #include "ir/onnx_export.h"
 
@@ -36,6 +37,7 @@ void registerBuiltinWriters(WriterRegistry& registry) {
                  exportOnnxFile(toQdqGraph(model), model_path);
                  return std::vector<std::string>{model_path};
                });
+  registerFormatWriters(registry);
 }
 
 }  // namespace qforge::deploy

@@ -31,7 +31,7 @@ class WriterRegistry {
   std::map<std::string, DeployWriter> writers_;
 };
 
-// "qdq": model.qdq.onnx (see qdq_onnx.h).
+// "qdq": model.qdq.onnx (see qdq_onnx.h), and the vendor formats (format_writers.h).
 void registerBuiltinWriters(WriterRegistry& registry);
 
 }  // namespace qforge::deploy
