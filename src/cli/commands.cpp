@@ -4,6 +4,7 @@ namespace qforge::cli {
 
 CommandTable registerCommands(CLI::App& app) {
   CommandTable table;
+  table.push_back(addConvertCommand(app));
   table.push_back(addEvalCommand(app));
   table.push_back(addInspectCommand(app));
   table.push_back(addRunCommand(app));
