@@ -53,11 +53,12 @@ int runConvert(const ConvertOptions& o) {
 
 std::pair<CLI::App*, std::function<int()>> addConvertCommand(CLI::App& app) {
   auto options = std::make_shared<ConvertOptions>();
-  std::string formats;
+  std::string formats = "Formats:";
   for (const auto& f : deploy::formats::tableFormats())
     formats += "\n  " + f.name + ": " + f.description;
   CLI::App* sub = app.add_subcommand(
-      "convert", "Convert a quantization parameter file between toolchain formats" + formats);
+      "convert", "Convert a quantization parameter file between toolchain formats");
+  sub->footer(formats);
   sub->add_option("--from", options->from, "Format of IN")->required();
   sub->add_option("--to", options->to, "Format of OUT")->required();
   sub->add_option("input", options->input, "Parameter file to read")->required();

@@ -84,6 +84,23 @@ TEST(FormatWriters, SnpeWritesBothAimetLayouts) {
   }
 }
 
+TEST(FormatWriters, EveryVendorBackendWritesItsFiles) {
+  deploy::WriterRegistry registry;
+  deploy::registerBuiltinWriters(registry);
+  for (const char* name :
+       {"SNPE", "QNN", "PPLW8A16", "PPLCUDA", "Vitis", "NNIE", "Tengine_u8", "STPU"}) {
+    SCOPED_TRACE(name);
+    const backends::BackendConfig backend = backends::loadBackend(name);
+    auto m = calibrated(backend);
+    const deploy::DeployModel d = deploy::buildDeployModel(*m);
+    const std::string dir = makeTempDir(std::string("writer_") + name);
+    const auto written = registry.get(backend.deploy_format)(*m, d, dir);
+    ASSERT_GE(written.size(), 2u);
+    for (const std::string& path : written)
+      EXPECT_GT(std::filesystem::file_size(path), 10u) << path;
+  }
+}
+
 TEST(FormatWriters, RefusedTableLeavesNoFile) {
   deploy::WriterRegistry registry;
   deploy::registerBuiltinWriters(registry);
