@@ -4,11 +4,13 @@ namespace qforge::cli {
 
 CommandTable registerCommands(CLI::App& app) {
   CommandTable table;
+  table.push_back(addConvertCommand(app));
   table.push_back(addEvalCommand(app));
   table.push_back(addInspectCommand(app));
   table.push_back(addRunCommand(app));
   table.push_back(addQuantizeCommand(app));
   table.push_back(addDeployCommand(app));
+  table.push_back(addVerifyCommand(app));
   return table;
 }
 

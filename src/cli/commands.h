@@ -16,10 +16,12 @@ CommandTable registerCommands(CLI::App& app);
 int runSelected(const CLI::App& app, const CommandTable& commands);
 
 // One registration function per subcommand file.
+std::pair<CLI::App*, std::function<int()>> addConvertCommand(CLI::App& app);
 std::pair<CLI::App*, std::function<int()>> addEvalCommand(CLI::App& app);
 std::pair<CLI::App*, std::function<int()>> addInspectCommand(CLI::App& app);
 std::pair<CLI::App*, std::function<int()>> addRunCommand(CLI::App& app);
 std::pair<CLI::App*, std::function<int()>> addQuantizeCommand(CLI::App& app);
 std::pair<CLI::App*, std::function<int()>> addDeployCommand(CLI::App& app);
+std::pair<CLI::App*, std::function<int()>> addVerifyCommand(CLI::App& app);
 
 }  // namespace qforge::cli

@@ -5,6 +5,7 @@
 #include "core/error.h"
 #include "core/files.h"
 #include "core/strings.h"
+#include "deploy/format_writers.h"
 #include "deploy/openvino_onnx.h"
 #include "deploy/qdq_onnx.h"
 #include "deploy/qoperator_onnx.h"
@@ -38,6 +39,23 @@ void registerBuiltinWriters(WriterRegistry& registry) {
                  exportOnnxFile(toQdqGraph(model), model_path);
                  return std::vector<std::string>{model_path};
                });
+  const DeployWriter qoperator = [](passes::PreparedModel& model, const DeployModel&,
+                                    const std::string& out_dir) {
+    const std::string model_path =
+        (std::filesystem::path(out_dir) / "model.qoperator.onnx").string();
+    exportOnnxFile(toQOperatorGraph(toQdqGraph(model)), model_path);
+    return std::vector<std::string>{model_path};
+  };
+  registry.add("qoperator", qoperator);
+  registry.add("onnx_qnn", qoperator);  // MQBench's name: ONNX QLinear operators for TVM's QNN
+  registry.add("openvino",
+               [](passes::PreparedModel&, const DeployModel& deploy, const std::string& out_dir) {
+                 const std::string model_path =
+                     (std::filesystem::path(out_dir) / "model.openvino.onnx").string();
+                 exportOnnxFile(toOpenVinoGraph(deploy), model_path);
+                 return std::vector<std::string>{model_path};
+               });
+  registerFormatWriters(registry);
 }
 
 }  // namespace qforge::deploy

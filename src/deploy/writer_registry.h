@@ -32,7 +32,8 @@ class WriterRegistry {
 };
 
 // "qdq": model.qdq.onnx (see qdq_onnx.h); "qoperator" and "onnx_qnn": model.qoperator.onnx
-// (qoperator_onnx.h); "openvino": model.openvino.onnx (openvino_onnx.h).
+// (qoperator_onnx.h); "openvino": model.openvino.onnx (openvino_onnx.h); and the vendor formats
+// (format_writers.h).
 void registerBuiltinWriters(WriterRegistry& registry);
 
 }  // namespace qforge::deploy

@@ -22,7 +22,7 @@ struct VerifyOptions {
   OrtRunnerOptions ort;
   int64_t batch = 256;        // qforge's batch; ORT gets the same
   int64_t debug_samples = 8;  // samples traced tensor by tensor when paths disagree
-  // Runs the QOperator model's integer kernels as ONNX Runtime does (exec/ops/ort_integer.h).
+  // Runs the QOperator model's integer kernels as ONNX Runtime does (exec/ort_emulation.h).
   const OpRegistry* emulation = nullptr;
 };
 
