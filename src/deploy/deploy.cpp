@@ -85,7 +85,9 @@ DeployResult deployPreparedModel(passes::PreparedModel& model, const std::string
       exportOnnxFile(qop, qop_path);
       result.files.push_back(qop_path);
       m["models"]["qoperator"] = "model.qoperator.onnx";
-      m["qoperator"] = {{"integer_ops", summary.integer_ops}, {"float_ops", summary.float_ops}};
+      m["qoperator"] = {{"integer_ops", summary.integer_ops},
+                        {"fused_nodes", summary.fused_nodes},
+                        {"float_ops", summary.float_ops}};
       if (!allEightBit(deployable.table)) {
         result.notes.push_back(
             "model.qoperator.onnx runs only the 8-bit groups as integer kernels; the others stay "

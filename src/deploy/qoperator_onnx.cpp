@@ -90,6 +90,7 @@ class Rewriter {
 
   void run() {
     foldConstantQuantize();
+    pushQuantizeThroughDataMovement();
     pushDequantizeThroughDataMovement();
     removeRedundantPairs();
     for (Node* n : g_.topologicalOrder()) {
@@ -196,6 +197,46 @@ class Rewriter {
     }
   }
 
+  // QuantizeLinear(Transpose(v)) = Transpose(QuantizeLinear(v)) exactly, and likewise for ops
+  // that only reshape or reorder: quantize before them, so that the op computing v meets its
+  // QuantizeLinear and can become an integer kernel (ONNX Runtime propagates Q/DQ the same way).
+  void pushQuantizeThroughDataMovement() {
+    static const std::set<std::string> reshapers = {"Reshape", "Flatten", "Transpose", "Squeeze",
+                                                    "Unsqueeze", "Identity"};
+    bool changed = true;
+    while (changed) {
+      changed = false;
+      for (Node* q : g_.topologicalOrder()) {
+        if (!isOp(q, "QuantizeLinear")) continue;
+        Node* m = q->input(0)->producer();
+        if (m == nullptr || !m->domain().empty() || !reshapers.count(m->opType())) continue;
+        if (soleQuantize(m->output(0), g_) != q) continue;  // per tensor, the only reader
+        Value* x = m->input(0);
+        if (x->isInitializer() || g_.isGraphInput(x) || g_.isGraphOutput(x) ||
+            x->uses().size() != 1 || dqOf(x).has_value()) {
+          continue;
+        }
+        // x -> Q' -> m' (on integers) -> readers of q's output, which m' now produces.
+        Node* early = g_.addNode("QuantizeLinear", {x, q->input(1), q->input(2)},
+                                 {g_.uniqueName(x->name() + "_quantized")},
+                                 passes::uniqueNodeName(g_, q->name() + "_early"));
+        std::vector<Value*> inputs = m->inputs();
+        inputs[0] = early->output(0);
+        Node* moved = g_.addNode(m->opType(), inputs, {g_.uniqueName(q->output(0)->name() + "_m")},
+                                 passes::uniqueNodeName(g_, m->name() + "_quantized"));
+        moved->attributes = m->attributes;
+        Value* q_out = q->output(0);
+        const std::string name = q_out->name();
+        g_.replaceAllUsesWith(q_out, moved->output(0), true);
+        g_.removeNode(q);
+        g_.removeNode(m);
+        g_.renameValue(moved->output(0), name);
+        changed = true;
+        break;  // the order changed: start over
+      }
+    }
+  }
+
   // QuantizeLinear(DequantizeLinear(q)) with the same parameters is q.
   void removeRedundantPairs() {
     for (Node* n : g_.topologicalOrder()) {
@@ -272,6 +313,7 @@ class Rewriter {
     }
     removed_.insert(op);
     summary_.integer_ops[kernel->opType()]++;
+    summary_.fused_nodes.push_back(op->name());
   }
 
   Node* addKernel(const std::string& type, const std::vector<Value*>& inputs, const Node* op,
@@ -359,6 +401,7 @@ class Rewriter {
     k->attributes.set(Attribute::makeInt("transB", trans_b));
     if (q != nullptr) return finish(k, q, act, n);
     // No quantized output: QGemm writes float, as the Gemm did.
+    const std::string name_of_gemm = n->name();
     Value* out = n->output(0);
     const std::string name = out->name();
     g_.replaceAllUsesWith(out, k->output(0), true);
@@ -366,6 +409,7 @@ class Rewriter {
     g_.renameValue(k->output(0), name);
     removed_.insert(n);
     summary_.integer_ops["QGemm"]++;
+    summary_.fused_nodes.push_back(name_of_gemm);
   }
 
   void fuseBinary(Node* n) {

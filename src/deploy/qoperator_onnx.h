@@ -17,6 +17,7 @@ namespace qforge::deploy {
 
 struct QOperatorSummary {
   std::map<std::string, int> integer_ops;  // "QLinearConv" -> count
+  std::vector<std::string> fused_nodes;    // the QDQ graph's nodes now run by integer kernels
   std::vector<std::string> float_ops;      // nodes left in float that read dequantized values
 };
 

@@ -4,8 +4,11 @@
 #include <stdlib.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <map>
+#include <memory>
 
 #include "algos/calibrate.h"
 #include "core/error.h"
@@ -43,11 +46,11 @@ class ScratchDir {
 };
 
 at::Tensor runBatched(Executor& executor, const std::string& input, const std::string& output,
-                      const at::Tensor& inputs, int64_t batch) {
+                      const at::Tensor& inputs, int64_t batch, TensorMap feeds = {}) {
   std::vector<at::Tensor> parts;
   for (int64_t start = 0; start < inputs.size(0); start += batch) {
-    const at::Tensor x = inputs.slice(0, start, std::min(start + batch, inputs.size(0)));
-    parts.push_back(executor.run({{input, x}}, {output}).at(output));
+    feeds[input] = inputs.slice(0, start, std::min(start + batch, inputs.size(0)));
+    parts.push_back(executor.run(feeds, {output}).at(output));
   }
   return at::cat(parts, 0);
 }
@@ -142,45 +145,138 @@ class Verifier {
     require(!models.empty(), dir_ + "/deploy.json lists no ONNX model to verify (" +
                                  manifest_.value("notes", nlohmann::json::array()).dump() + ")");
     model_.setMode(quant::FakeQuantMode::Quantization);
-    const at::Tensor sim = runBatched(model_.executor(), input_, output_, inputs, options_.batch);
+    at::Tensor sim = runBatched(model_.executor(), input_, output_, inputs, options_.batch);
     outputStep(sim, report);
     addAccuracy(report, "qforge simulation", sim, labels);
+    // ONNX Runtime stores the float bias of every Conv/Gemm it fuses into an integer kernel as
+    // int32 on the accumulator's grid; the backend (TensorRT, say) adds it in float. Compare ORT
+    // with the simulation of what ORT computes, and show both accuracies.
+    sim_feeds_ = runtimeBiases();
+    if (!sim_feeds_.empty()) {
+      sim = runBatched(model_.executor(), input_, output_, inputs, options_.batch, sim_feeds_);
+      addAccuracy(report, "qforge simulation, int32 biases as ONNX Runtime", sim, labels);
+      report.notes.push_back(
+          std::to_string(sim_feeds_.size()) +
+          " float biases of Conv/Gemm that ONNX Runtime runs as integer kernels are rounded to "
+          "int32 (scale s_input * s_weight) in the simulation ORT is compared with; the backend "
+          "itself keeps them float");
+    }
 
+    // The QOperator model's emulation is also what ONNX Runtime computes for the QDQ model once
+    // its QDQ transformer has fused the same groups into the same integer kernels.
+    at::Tensor emu;
+    std::unique_ptr<Graph> qop;
+    std::unique_ptr<Executor> emulator;
+    if (models.contains("qoperator") && options_.emulation != nullptr) {
+      qop = std::make_unique<Graph>(importOnnxFile(fileIn(dir_, models["qoperator"])));
+      emulator = std::make_unique<Executor>(*qop, ExecutorOptions{}, *options_.emulation);
+      emu = runBatched(*emulator, input_, output_, inputs, options_.batch);
+      addAccuracy(report, "qforge integer emulation", emu, labels);
+    }
     if (models.contains("qdq")) {
       const std::string path = fileIn(dir_, models["qdq"].get<std::string>());
       const at::Tensor ort = ort_.run(path, {{input_, inputs}}, {output_}).at(output_);
       addAccuracy(report, "ONNX Runtime, QDQ model", ort, labels);
       Comparison c = compare("qdq", "simulation", ort, sim, report.step);
-      if (disagrees(c))
+      if (disagrees(c)) {
         c.divergence = traceQdq(path, inputs, worstSamples(ort, sim, options_.debug_samples));
+      }
       report.comparisons.push_back(c);
+      if (emu.defined()) report.comparisons.push_back(compare("qdq", "emulation", ort, emu, report.step));
     }
     if (models.contains("qoperator")) {
       const std::string path = fileIn(dir_, models["qoperator"].get<std::string>());
       const at::Tensor ort = ort_.run(path, {{input_, inputs}}, {output_}).at(output_);
       addAccuracy(report, "ONNX Runtime, QOperator model", ort, labels);
-      if (options_.emulation != nullptr) {
-        Graph qop = importOnnxFile(path);
-        Executor emulator(qop, {}, *options_.emulation);
-        const at::Tensor emu = runBatched(emulator, input_, output_, inputs, options_.batch);
-        addAccuracy(report, "qforge integer emulation", emu, labels);
+      if (emu.defined()) {
         Comparison c = compare("qoperator", "emulation", ort, emu, report.step);
         if (disagrees(c)) {
-          c.divergence = traceQOperator(path, qop, emulator, inputs,
+          c.divergence = traceQOperator(path, *qop, *emulator, inputs,
                                         worstSamples(ort, emu, options_.debug_samples));
         }
         report.comparisons.push_back(c);
       }
       report.comparisons.push_back(compare("qoperator", "simulation", ort, sim, report.step));
     }
+    judge(report);
     return report;
   }
 
  private:
+  // Fills report.passed / failures from the options' criteria.
+  void judge(VerifyReport& report) const {
+    std::map<std::string, double> accuracy(report.accuracy.begin(), report.accuracy.end());
+    const auto simulated = accuracy.count("qforge simulation, int32 biases as ONNX Runtime")
+                               ? accuracy["qforge simulation, int32 biases as ONNX Runtime"]
+                               : accuracy["qforge simulation"];
+    char buf[256];
+    for (const Comparison& c : report.comparisons) {
+      const double agreement = static_cast<double>(c.top1_agree) / c.samples;
+      const std::string what = c.model + " model vs " + c.reference;
+      if (c.reference == "simulation") {
+        if (agreement < options_.min_agreement) {
+          std::snprintf(buf, sizeof(buf), "%s: top-1 agreement %.2f%% < %.2f%%", what.c_str(),
+                        100 * agreement, 100 * options_.min_agreement);
+          report.failures.push_back(buf);
+        }
+        const std::string path = c.model == "qdq" ? "ONNX Runtime, QDQ model"
+                                                  : "ONNX Runtime, QOperator model";
+        if (accuracy.count(path) && accuracy.count("qforge simulation") &&
+            std::fabs(accuracy[path] - simulated) > options_.max_accuracy_gap + 1e-12) {
+          std::snprintf(buf, sizeof(buf), "%s: accuracy differs by %.2f points > %.2f",
+                        what.c_str(), 100 * std::fabs(accuracy[path] - simulated),
+                        100 * options_.max_accuracy_gap);
+          report.failures.push_back(buf);
+        }
+      } else {
+        if (c.exact_fraction < options_.min_exact) {
+          std::snprintf(buf, sizeof(buf), "%s: %.3f%% of output elements exact < %.3f%%",
+                        what.c_str(), 100 * c.exact_fraction, 100 * options_.min_exact);
+          report.failures.push_back(buf);
+        }
+        if (c.max_steps > options_.max_emulation_steps + 1e-6) {
+          std::snprintf(buf, sizeof(buf), "%s: largest difference %.3g steps > %.3g",
+                        what.c_str(), c.max_steps, options_.max_emulation_steps);
+          report.failures.push_back(buf);
+        }
+      }
+    }
+    report.passed = report.failures.empty();
+  }
+
   static OrtRunnerOptions ortOptions(const VerifyOptions& o) {
     OrtRunnerOptions ort = o.ort;
     if (ort.batch == 0) ort.batch = o.batch;
     return ort;
+  }
+
+  // Bias initializers as ONNX Runtime rounds them: for each fused Conv/Gemm whose input and weight
+  // are quantized and whose bias is a float initializer, round(b / (s_x * s_w)) * (s_x * s_w).
+  TensorMap runtimeBiases() const {
+    TensorMap out;
+    if (!manifest_.contains("qoperator")) return out;
+    const Graph& g = model_.graph();
+    for (const auto& name : manifest_["qoperator"].value("fused_nodes", nlohmann::json::array())) {
+      const Node* n = g.findNode(name.get<std::string>());
+      if (n == nullptr || n->inputs().size() < 3 || n->input(2) == nullptr ||
+          !n->input(2)->isInitializer()) {
+        continue;
+      }
+      const Node* fx = n->input(0)->producer();
+      const Node* fw = n->input(1)->producer();
+      if (fx == nullptr || fw == nullptr || !passes::isFakeQuantize(fx) ||
+          !passes::isFakeQuantize(fw)) {
+        continue;
+      }
+      const at::Tensor sx = model_.quantizer(passes::quantizerOf(*fx))->qparams().scale;
+      const at::Tensor sw = model_.quantizer(passes::quantizerOf(*fw))->qparams().scale;
+      const at::Tensor scale = (sx.to(at::kFloat).reshape({}) * sw.to(at::kFloat).reshape({-1}));
+      const at::Tensor bias = n->input(2)->initializer();
+      const at::Tensor levels =
+          at::round(bias.to(at::kDouble) / scale.to(at::kDouble)).clamp(-2147483647.0, 2147483647.0);
+      out[n->input(2)->name()] = (levels.to(at::kFloat) * scale).to(bias.scalar_type());
+    }
+    return out;
   }
 
   static bool disagrees(const Comparison& c) {
@@ -241,7 +337,9 @@ class Verifier {
     }
     ScratchDir scratch;
     const TensorMap ort = ortIntermediates(ort_, path, input_, x, ort_names, scratch);
-    const TensorMap sim = model_.executor().run({{input_, x}}, sim_names);
+    TensorMap feeds = sim_feeds_;
+    feeds[input_] = x;
+    const TensorMap sim = model_.executor().run(feeds, sim_names);
     std::vector<std::tuple<std::string, std::string, at::Tensor, at::Tensor>> pairs;
     for (const auto& [fq_out, tensor, e] : wanted) {
       const at::Tensor levels = (sim.at(fq_out).to(at::kDouble) / e->scale).round() + e->zero_point;
@@ -288,6 +386,7 @@ class Verifier {
   std::vector<Encoding> encodings_;
   std::string input_;
   std::string output_;
+  TensorMap sim_feeds_;  // bias overrides for the runtime-faithful simulation
 };
 
 }  // namespace
@@ -328,6 +427,8 @@ nlohmann::json toJson(const VerifyReport& r) {
     j["comparisons"].push_back(cj);
   }
   j["notes"] = r.notes;
+  j["passed"] = r.passed;
+  j["failures"] = r.failures;
   return j;
 }
 

@@ -22,6 +22,13 @@ struct VerifyOptions {
   OrtRunnerOptions ort;
   int64_t batch = 256;        // qforge's batch; ORT gets the same
   int64_t debug_samples = 8;  // samples traced tensor by tensor when paths disagree
+  // Pass criteria. Against the simulation (float arithmetic on the same grids): top-1 agreement
+  // and accuracy gap. Against the emulation (the same integer arithmetic): exact output elements
+  // and the largest difference.
+  double min_agreement = 0.999;
+  double max_accuracy_gap = 0.0005;  // 0.05 points
+  double min_exact = 0.999;
+  double max_emulation_steps = 1.0;
   // Runs the QOperator model's integer kernels as ONNX Runtime does (exec/ort_emulation.h).
   const OpRegistry* emulation = nullptr;
 };
@@ -54,6 +61,8 @@ struct VerifyReport {
   std::vector<std::pair<std::string, double>> accuracy;  // path -> top-1 (fraction)
   std::vector<Comparison> comparisons;
   std::vector<std::string> notes;
+  bool passed = false;
+  std::vector<std::string> failures;  // which criterion failed, with the figure
 };
 
 // `dir` holds deploy.json and the models it lists (deploy.h). `inputs` is the whole evaluation

@@ -1,0 +1,134 @@
+// `qforge deploy` and `qforge verify` as a user runs them: the zoo ResNet quantized, deployed and
+// run in ONNX Runtime (installed by scripts/install-ort.sh into build/ort, or $QFORGE_ORT_DIR),
+// a deliberately broken layer caught and named, and missing runtimes explained.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "ir/onnx_export.h"
+#include "ir/onnx_import.h"
+#include "support/cli_runner.h"
+#include "support/onnx_builder.h"
+
+namespace qforge::testing {
+namespace {
+
+std::string zoo(const std::string& name) {
+  return std::string(QFORGE_SOURCE_DIR) + "/models/zoo/" + name + ".onnx";
+}
+
+std::string ortEnv() {
+  const char* dir = std::getenv("QFORGE_ORT_DIR");
+  return "QFORGE_ORT_DIR=" +
+         (dir && *dir ? std::string(dir) : std::string(QFORGE_BINARY_DIR) + "/ort");
+}
+
+// Quantizes the zoo ResNet for `backend` into a new directory (2 calibration batches).
+std::string quantized(const std::string& backend) {
+  const std::string out = makeTempDir("deploy_verify") + "/" + backend;
+  const CliResult r = runCli("quantize " + zoo("resnet") + " --backend " + backend +
+                             " --calib-batches 2 --calib-batch 32 --out " + out + " --quiet");
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  return out;
+}
+
+nlohmann::json verifyJson(const std::string& args, int expected_exit) {
+  const CliResult r = runCli("verify " + args + " --json", ortEnv());
+  EXPECT_EQ(r.exit_code, expected_exit) << r.out;
+  return nlohmann::json::parse(r.out.substr(r.out.find('{')));
+}
+
+const nlohmann::json* comparison(const nlohmann::json& report, const std::string& model,
+                                 const std::string& reference) {
+  for (const auto& c : report["comparisons"]) {
+    if (c["model"] == model && c["reference"] == reference) return &c;
+  }
+  return nullptr;
+}
+
+TEST(DeployVerifyCli, IntegerEmulationPredictsOnnxRuntimeOnTheZooResNet) {
+  const std::string dir = quantized("ONNX_QNN");
+  EXPECT_TRUE(std::filesystem::exists(dir + "/model.qoperator.onnx"));
+  const nlohmann::json report = verifyJson(dir + " --limit 200", 0);
+  EXPECT_TRUE(report["passed"].get<bool>());
+  EXPECT_EQ(report["samples"], 200);
+  const nlohmann::json* emu = comparison(report, "qoperator", "emulation");
+  ASSERT_NE(emu, nullptr) << report.dump(2);
+  EXPECT_EQ((*emu)["top1_agree"], 200);
+  EXPECT_GE((*emu)["exact_fraction"].get<double>(), 0.999);
+  EXPECT_LE((*emu)["max_steps"].get<double>(), 1.0);
+  const nlohmann::json* sim = comparison(report, "qdq", "simulation");
+  ASSERT_NE(sim, nullptr);
+  EXPECT_EQ((*sim)["top1_agree"], 200);
+  // Every path's accuracy is reported, and they agree on these 200 images.
+  const auto& acc = report["accuracy"];
+  EXPECT_EQ(acc.size(), 4u);
+  EXPECT_DOUBLE_EQ(acc["qforge simulation"].get<double>(),
+                   acc["ONNX Runtime, QDQ model"].get<double>());
+}
+
+TEST(DeployVerifyCli, ABrokenLayerScaleInTheExportedModelIsCaughtAndNamed) {
+  const std::string dir = quantized("TensorRT");
+  std::ifstream manifest_file(dir + "/deploy.json");
+  const nlohmann::json manifest = nlohmann::json::parse(manifest_file);
+  // A quantizer in the middle of the network: its QuantizeLinear's scale grows by half.
+  std::vector<std::string> activations;
+  for (const auto& t : manifest["tensors"]) {
+    if (t["role"] == "activation" && manifest["quantized_values"].contains(t["quantizer"]))
+      activations.push_back(t["quantizer"]);
+  }
+  ASSERT_GT(activations.size(), 4u);
+  const std::string victim = activations[activations.size() / 2];
+  const std::string tensor = manifest["quantized_values"][victim];
+  Graph g = importOnnxFile(dir + "/model.qdq.onnx");
+  Value* scale = g.value(tensor)->producer()->input(1);
+  scale->setInitializer(scale->initializer() * 1.5);
+  exportOnnxFile(g, dir + "/model.qdq.onnx");
+
+  const nlohmann::json report = verifyJson(dir + " --limit 64", 1);
+  EXPECT_FALSE(report["passed"].get<bool>());
+  const nlohmann::json* sim = comparison(report, "qdq", "simulation");
+  ASSERT_NE(sim, nullptr);
+  ASSERT_TRUE(sim->contains("first_divergence")) << sim->dump(2);
+  EXPECT_EQ((*sim)["first_divergence"]["quantizer"], victim);
+  EXPECT_EQ((*sim)["first_divergence"]["tensor"], tensor);
+}
+
+TEST(DeployVerifyCli, DeployWritesElsewhereAndVerifyReadsThePreparedModelFromItsDirectory) {
+  const std::string dir = quantized("ONNX_QNN");
+  const std::string out = makeTempDir("deploy_elsewhere") + "/out";
+  const CliResult r = runCli("deploy " + dir + " --out " + out + " --json");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  for (const char* f : {"model.qdq.onnx", "model.qoperator.onnx", "deploy.json"})
+    EXPECT_TRUE(std::filesystem::exists(out + "/" + f)) << f;
+  EXPECT_FALSE(std::filesystem::exists(out + "/prepared.json"));
+  const nlohmann::json report = verifyJson(out + " --prepared " + dir + " --limit 32", 0);
+  EXPECT_TRUE(report["passed"].get<bool>());
+}
+
+TEST(DeployVerifyCli, MissingOnnxRuntimeOrNodeSaysHowToInstallIt) {
+  const std::string dir = quantized("QDQ");
+  CliResult r = runCli("verify " + dir + " --limit 8 --ort-dir /nonexistent/ort");
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_EQ(lineCount(r.out), 1u) << r.out;
+  EXPECT_NE(r.out.find("npm install --ignore-scripts --prefix /nonexistent/ort onnxruntime-node@"),
+            std::string::npos)
+      << r.out;
+  r = runCli("verify " + dir + " --limit 8", "PATH=/nonexistent " + ortEnv());
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_NE(r.out.find("apt install nodejs npm"), std::string::npos) << r.out;
+}
+
+TEST(DeployVerifyCli, DeployRefusesADirectoryWithoutAPreparedModel) {
+  const std::string empty = makeTempDir("deploy_empty");
+  const CliResult r = runCli("deploy " + empty + " --out " + empty + "/out");
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_EQ(lineCount(r.out), 1u) << r.out;
+  EXPECT_NE(r.out.find("not a prepared model directory"), std::string::npos) << r.out;
+}
+
+}  // namespace
+}  // namespace qforge::testing
