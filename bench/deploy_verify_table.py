@@ -41,6 +41,31 @@ def pct(x):
     return f"{100 * x:.2f}" if x is not None else "-"
 
 
+def print_table(rows):
+    print("| model | backend | qforge sim (int32 biases as ORT) | ORT QDQ | ORT QOperator "
+          "| qforge emulation | ORT vs reference | top-1 agreement | max / p99 steps "
+          "| exact elements | passed |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        if "error" in r:
+            print(f"| {r['model']} | {r['backend']} | error | | | | | | | | |")
+            continue
+        acc = r["accuracy"]
+        sim = pct(acc.get("qforge simulation"))
+        if "qforge simulation, int32 biases as ONNX Runtime" in acc:
+            sim += f" ({pct(acc['qforge simulation, int32 biases as ONNX Runtime'])})"
+        for c in r["comparisons"]:
+            judged = "" if c.get("judged", True) else " (diagnostic)"
+            print(f"| {r['model']} | {r['backend']} | {sim} "
+                  f"| {pct(acc.get('ONNX Runtime, QDQ model'))} "
+                  f"| {pct(acc.get('ONNX Runtime, QOperator model'))} "
+                  f"| {pct(acc.get('qforge integer emulation'))} "
+                  f"| {c['model']} vs {c['reference']}{judged} "
+                  f"| {c['top1_agree']}/{c['samples']} ({pct(c['top1_agreement'])}%) "
+                  f"| {c['max_steps']:.2f} / {c['p99_steps']:.2f} | {pct(c['exact_fraction'])}% "
+                  f"| {'yes' if r['passed'] else 'no: ' + '; '.join(r['failures'])} |")
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--qforge", default=os.path.join(ROOT, "build/qforge"))
@@ -48,8 +73,13 @@ def main():
     p.add_argument("--backends", default="TensorRT,QDQ,ONNX_QNN")
     p.add_argument("--limit", type=int, default=0, help="verify only N test images (quick runs)")
     p.add_argument("--json", help="write every result here")
+    p.add_argument("--from-json", help="print the table of an earlier --json file, run nothing")
     a = p.parse_args()
     os.environ.setdefault("QFORGE_ORT_DIR", os.path.join(ROOT, "build/ort"))
+    if a.from_json:
+        with open(a.from_json) as f:
+            print_table(json.load(f))
+        return
     rows = []
     for model in a.models.split(","):
         for backend in a.backends.split(","):
@@ -62,22 +92,7 @@ def main():
             r.update(model=model, backend=backend)
             rows.append(r)
             print(f"{model:10s} {backend:10s} passed={r['passed']}", file=sys.stderr)
-    print("| model | backend | qforge sim | ORT QDQ | ORT QOperator | qforge emulation "
-          "| ORT vs reference | top-1 agreement | max / p99 steps | exact elements |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
-    for r in rows:
-        if "error" in r:
-            print(f"| {r['model']} | {r['backend']} | error | | | | | | | |")
-            continue
-        acc = r["accuracy"]
-        for c in r["comparisons"]:
-            print(f"| {r['model']} | {r['backend']} | {pct(acc.get('qforge simulation'))} "
-                  f"| {pct(acc.get('ONNX Runtime, QDQ model'))} "
-                  f"| {pct(acc.get('ONNX Runtime, QOperator model'))} "
-                  f"| {pct(acc.get('qforge integer emulation'))} "
-                  f"| {c['model']} vs {c['reference']} "
-                  f"| {c['top1_agree']}/{c['samples']} ({pct(c['top1_agreement'])}%) "
-                  f"| {c['max_steps']:.2f} / {c['p99_steps']:.2f} | {pct(c['exact_fraction'])}% |")
+    print_table(rows)
     if a.json:
         with open(a.json, "w") as f:
             json.dump(rows, f, indent=2)

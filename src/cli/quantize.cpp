@@ -271,6 +271,10 @@ int runQuantize(const QuantizeOptions& o) {
     }
   }
 
+  // A model the backend cannot take (a config broke one of its constraints) writes nothing.
+  if (!o.no_deploy) {
+    deploy::checkBackendConstraints(deploy::buildDeployModel(*model).table, backend);
+  }
   // Outputs: every file written beside its final name and renamed into place.
   std::filesystem::create_directories(o.out);
   const std::string report_path = (std::filesystem::path(o.out) / "report.json").string();

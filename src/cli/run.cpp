@@ -12,6 +12,7 @@
 #include "cli/commands.h"
 #include "core/error.h"
 #include "exec/executor.h"
+#include "exec/ort_emulation.h"
 #include "exec/sample_inputs.h"
 #include "ir/onnx_import.h"
 #include "ir/onnx_tensor.h"
@@ -30,6 +31,7 @@ struct RunOptions {
   std::vector<std::string> expected_files;  // NAME=FILE.pb
   double atol = 1e-4;
   double rtol = 1e-4;
+  std::string arithmetic = "onnx";
   bool profile = false;
   bool json = false;
 };
@@ -97,7 +99,12 @@ int runModel(const RunOptions& o) {
   Graph graph = importOnnxFile(o.model);
   ExecutorOptions exec_options;
   exec_options.profile = o.profile;
-  Executor executor(graph, exec_options);
+  require(o.arithmetic == "onnx" || o.arithmetic == "ort",
+          "--arithmetic must be 'onnx' (ONNX's reference semantics) or 'ort' (ONNX Runtime's "
+          "integer kernels), not '" +
+              o.arithmetic + "'");
+  Executor executor(graph, exec_options,
+                    o.arithmetic == "ort" ? ortEmulationRegistry() : OpRegistry::builtin());
   TensorMap feeds = sampleInputs(graph, o.batch, true, o.seed);
   loadInputFiles(graph, o.input_files, feeds);
   int64_t batch = o.batch;
@@ -187,6 +194,10 @@ std::pair<CLI::App*, std::function<int()>> addRunCommand(CLI::App& app) {
                   "outside tolerance (repeatable)");
   sub->add_option("--atol", options->atol, "Absolute tolerance of --expect")->capture_default_str();
   sub->add_option("--rtol", options->rtol, "Relative tolerance of --expect")->capture_default_str();
+  sub->add_option("--arithmetic", options->arithmetic,
+                  "Quantized kernels as ONNX specifies them (onnx) or as ONNX Runtime computes "
+                  "them (ort: the integer emulation)")
+      ->capture_default_str();
   sub->add_flag("--profile", options->profile, "Report time per op type");
   sub->add_flag("--json", options->json, "Print machine-readable JSON");
   return {sub, [options] { return runModel(*options); }};

@@ -6,8 +6,8 @@
 #include <nlohmann/json.hpp>
 
 #include <iostream>
-#include <sstream>
 #include <memory>
+#include <sstream>
 
 #include "cli/commands.h"
 #include "cli/eval_support.h"
@@ -52,23 +52,25 @@ std::string reportText(const verify::VerifyReport& r) {
   for (const verify::Comparison& c : r.comparisons) {
     std::snprintf(buf, sizeof(buf),
                   "%-10s ORT vs %-10s  top-1 agree %lld/%lld (%s)  max %.3g steps  p99 %.3g  "
-                  "exact %s\n",
+                  "exact %s%s\n",
                   c.model.c_str(), c.reference.c_str(), static_cast<long long>(c.top1_agree),
                   static_cast<long long>(c.samples),
                   percent(static_cast<double>(c.top1_agree) / c.samples).c_str(), c.max_steps,
-                  c.p99_steps, percent(c.exact_fraction).c_str());
+                  c.p99_steps, percent(c.exact_fraction).c_str(), c.judged ? "" : "  (diagnostic)");
     out << buf;
-    if (c.divergence) {
-      const verify::Divergence& d = *c.divergence;
+    const auto line = [&](const char* what, const verify::Divergence& d) {
       std::snprintf(buf, sizeof(buf),
-                    "           first divergence: tensor '%s'%s, %.0f steps (tensor %lld of %lld "
-                    "compared)\n",
-                    d.tensor.c_str(),
+                    "           %s: tensor '%s'%s, up to %.0f steps, %.2f%% of it > 1 step "
+                    "(tensor %lld of %lld compared)\n",
+                    what, d.tensor.c_str(),
                     d.quantizer.empty() ? "" : (" (quantizer '" + d.quantizer + "')").c_str(),
-                    d.max_steps, static_cast<long long>(d.index + 1),
+                    d.max_steps, 100 * d.share_off, static_cast<long long>(d.index + 1),
                     static_cast<long long>(d.compared));
       out << buf;
-    }
+    };
+    if (c.first_difference) line("first difference", *c.first_difference);
+    if (c.divergence) line("first divergence > 1 step", *c.divergence);
+    if (c.largest && c.largest->share_off > 0) line("most elements off", *c.largest);
   }
   for (const std::string& n : r.notes)
     out << "note       " << n << "\n";

@@ -201,8 +201,8 @@ class Rewriter {
   // that only reshape or reorder: quantize before them, so that the op computing v meets its
   // QuantizeLinear and can become an integer kernel (ONNX Runtime propagates Q/DQ the same way).
   void pushQuantizeThroughDataMovement() {
-    static const std::set<std::string> reshapers = {"Reshape", "Flatten", "Transpose", "Squeeze",
-                                                    "Unsqueeze", "Identity"};
+    static const std::set<std::string> reshapers = {"Reshape", "Flatten",   "Transpose",
+                                                    "Squeeze", "Unsqueeze", "Identity"};
     bool changed = true;
     while (changed) {
       changed = false;

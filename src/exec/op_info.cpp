@@ -68,6 +68,14 @@ void OpRegistry::add(OpInfo info) {
   entries_.push_back(std::move(info));
 }
 
+void OpRegistry::remove(const std::string& domain, const std::string& op_type) {
+  const std::string d = normalDomain(domain);
+  entries_.erase(
+      std::remove_if(entries_.begin(), entries_.end(),
+                     [&](const OpInfo& e) { return e.op_type == op_type && e.domain == d; }),
+      entries_.end());
+}
+
 const OpInfo* OpRegistry::find(const std::string& domain, const std::string& op_type,
                                int64_t opset) const {
   const std::string d = normalDomain(domain);

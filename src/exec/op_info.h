@@ -81,6 +81,8 @@ class OpRegistry {
  public:
   // Adds an entry; throws when it overlaps an existing entry's opset range for the same op.
   void add(OpInfo info);
+  // Drops every entry of (domain, op_type), so that a variant table can register its own.
+  void remove(const std::string& domain, const std::string& op_type);
   // The entry covering `opset` for (domain, op_type), or nullptr.
   const OpInfo* find(const std::string& domain, const std::string& op_type, int64_t opset) const;
   // True when some entry exists for the op at any opset.

@@ -17,4 +17,8 @@ const OpRegistry& ortEmulationRegistry();
 // QLinearMatMul yet).
 void registerOrtIntegerOps(OpRegistry& registry);
 
+// Float kernels whose accumulation order ORT fixes differently from ATen (MatMul;
+// exec/ops/ort_float.cpp).
+void registerOrtFloatOps(OpRegistry& registry);
+
 }  // namespace qforge

@@ -27,6 +27,10 @@ struct VerifyOptions {
   // and the largest difference.
   double min_agreement = 0.999;
   double max_accuracy_gap = 0.0005;  // 0.05 points
+  // Largest share of a traced quantized tensor's elements more than one level from the
+  // simulation: rounding flips move a few elements (by several levels behind coarse grids and
+  // steep functions); a wrong scale or misplaced quantizer moves most of the tensor.
+  double max_tensor_share_off = 0.05;
   double min_exact = 0.999;
   double max_emulation_steps = 1.0;
   // Runs the QOperator model's integer kernels as ONNX Runtime does (exec/ort_emulation.h).
@@ -40,6 +44,7 @@ struct Divergence {
   double max_steps = 0;   // largest difference on the traced samples, in levels
   int64_t index = 0;      // position among the compared tensors (graph order)
   int64_t compared = 0;   // how many tensors were compared
+  double share_off = 0;   // share of its elements more than one level apart
 };
 
 // One exported model in ONNX Runtime against one of qforge's paths.
@@ -52,6 +57,13 @@ struct Comparison {
   double p99_steps = 0;
   double exact_fraction = 0;  // elements equal within 1e-3 of a step
   std::optional<Divergence> divergence;
+  // The first traced tensor differing at all, and the one with the largest share of elements
+  // more than one level apart.
+  std::optional<Divergence> first_difference;
+  std::optional<Divergence> largest;
+  // Whether the pass criteria apply: to the backend's deployed artifact (the QDQ model always,
+  // the QOperator model when it is the backend's format); other comparisons are diagnostics.
+  bool judged = true;
 };
 
 struct VerifyReport {

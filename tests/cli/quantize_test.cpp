@@ -135,6 +135,20 @@ TEST(QuantizeCli, ConfigNamingAMissingNodeSuggestsNearNames) {
   EXPECT_NE(r.out.find("not valid YAML at line"), std::string::npos) << r.out;
 }
 
+TEST(QuantizeCli, AConfigBreakingTheBackendsConstraintsNamesTheTensorAndWritesNothing) {
+  // TensorRT needs zero point 0; asymmetric uint8 activations break that.
+  const std::string dir = makeTempDir("quantize");
+  writeText(dir + "/asym.yaml", "activation: {symmetric: false, unsigned: true}\n");
+  const CliResult r = runCli("quantize " + zoo("resnet") +
+                             " --backend TensorRT --calib-batches 1 --calib-batch 8 --config " +
+                             dir + "/asym.yaml --out " + dir + "/o");
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_EQ(lineCount(r.out), 1u) << r.out;
+  EXPECT_NE(r.out.find("tensor '"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("TensorRT needs zero point 0"), std::string::npos) << r.out;
+  EXPECT_FALSE(std::filesystem::exists(dir + "/o")) << "files were written";
+}
+
 TEST(QuantizeCli, YamlConfigChangesTheWidths) {
   const std::string dir = makeTempDir("quantize");
   writeText(dir + "/w4.yaml",

@@ -12,18 +12,12 @@
 #include "ir/onnx_export.h"
 #include "ir/onnx_import.h"
 #include "passes/fake_quantize_node.h"
+#include "support/checks.h"
 #include "support/onnx_builder.h"
 #include "support/quant_graphs.h"
 
 namespace qforge::testing {
 namespace {
-
-std::map<std::string, int> opCounts(const Graph& g) {
-  std::map<std::string, int> counts;
-  for (const Node* n : g.nodes())
-    counts[n->opType()]++;
-  return counts;
-}
 
 // Prepares and calibrates convReluConv for `backend`; returns the model and a test input.
 std::unique_ptr<passes::PreparedModel> calibrated(const backends::BackendConfig& backend,

@@ -9,17 +9,11 @@
 #include "deploy/qdq_onnx.h"
 #include "deploy/qoperator_onnx.h"
 #include "exec/executor.h"
+#include "support/checks.h"
 #include "support/quant_graphs.h"
 
 namespace qforge::testing {
 namespace {
-
-std::map<std::string, int> opCounts(const Graph& g) {
-  std::map<std::string, int> counts;
-  for (const Node* n : g.nodes())
-    counts[n->opType()]++;
-  return counts;
-}
 
 // uint8 asymmetric activations at unit inputs and outputs, int32 derived bias: ONNX_QNN's rules.
 const nlohmann::json kIntegerPlacement = {
@@ -42,6 +36,18 @@ Converted convert(Graph g, const nlohmann::json& patch, at::Tensor x) {
   c.qdq = deploy::toQdqGraph(*c.model);
   c.qop = deploy::toQOperatorGraph(c.qdq, &c.summary);
   return c;
+}
+
+// The scale of the activation quantizer in front of the unit anchored at an `op_type` node.
+double stepOf(const Converted& c, const std::string& op_type) {
+  for (const passes::QuantPoint& p : c.model->points()) {
+    if (p.kind != passes::PointKind::Activation) continue;
+    for (const passes::UnitSummary& u : c.model->units()) {
+      if (u.name == p.unit && u.ops.rfind(op_type, 0) == 0)
+        return c.model->quantizer(p.quantizer)->qparams().scale.max().item<double>();
+    }
+  }
+  return 0;
 }
 
 // x[2,3,6,6] -> Conv -> Relu -> MaxPool(2) -> Conv -> y, every conv with a bias.
@@ -130,6 +136,59 @@ TEST(QOperatorOnnx, MaxPoolRunsOnTheIntegers) {
   const at::Tensor want = Executor(c.qdq).run({{"x", x}}).at("y");
   const at::Tensor got = Executor(c.qop).run({{"x", x}}).at("y");
   EXPECT_LE((got - want).abs().max().item<double>(), 2.0 * want.abs().max().item<double>() / 127);
+}
+
+// x[N,2,4,4] -> Conv(w[3,2,1,1]) -> Reshape([N,3,16]) -> Transpose -> MatMul(m[3,5]) -> y.
+Graph convReshapeMatMul() {
+  at::manual_seed(5);
+  Graph g;
+  Value* x = g.addValue("x");
+  x->type = TensorType{
+      DType::Float, std::vector<Dim>{Dim::known(2), Dim::known(2), Dim::known(4), Dim::known(4)}};
+  g.addInput(x);
+  Node* c = g.addNode("Conv", {x, g.addInitializer("w", at::randn({3, 2, 1, 1}))}, {"c"}, "conv");
+  Node* r = g.addNode("Reshape",
+                      {c->output(0), g.addInitializer("shape", at::tensor({-1, 3, 16}, at::kLong))},
+                      {"r"}, "reshape");
+  Node* t = g.addNode("Transpose", {r->output(0)}, {"t"}, "transpose");
+  t->attributes.set(Attribute::makeInts("perm", {0, 2, 1}));
+  g.addNode("MatMul", {t->output(0), g.addInitializer("m", at::randn({3, 5}))}, {"y"}, "matmul");
+  g.addOutput(g.value("y"));
+  g.model.opset_imports[""] = 13;
+  return g;
+}
+
+TEST(QOperatorOnnx, QuantizeMovesUpThroughReshapesSoTheProducerBecomesAnIntegerKernel) {
+  // The MatMul's input quantizer sits after Reshape -> Transpose; the Conv producing the data
+  // meets it once it moves up, as ONNX Runtime's Q/DQ propagation does.
+  Converted c = convert(
+      convReshapeMatMul(),
+      {{"ops",
+        {{"MatMul", "quantizable"}, {"Reshape", "shares_input"}, {"Transpose", "shares_input"}}},
+       {"fusions", nlohmann::json::array(
+                       {nlohmann::json::array({"Conv"}), nlohmann::json::array({"MatMul"})})}},
+      at::randn({2, 2, 4, 4}));
+  const auto counts = opCounts(c.qop);
+  EXPECT_EQ(counts.at("QLinearConv"), 1) << c.summary.float_ops.size();
+  EXPECT_EQ(counts.count("Conv"), 0u);
+  for (const Node* n : c.qop.nodes()) {
+    if (n->opType() == "Reshape" || n->opType() == "Transpose") {
+      // Both now move the integers the QLinearConv wrote.
+      const Node* p = n->input(0)->producer();
+      ASSERT_NE(p, nullptr);
+      EXPECT_TRUE(p->opType() == "QLinearConv" || p->opType() == "Reshape") << p->opType();
+    }
+  }
+  const at::Tensor x = at::randn({6, 2, 4, 4});
+  const at::Tensor want = Executor(c.qdq).run({{"x", x}}).at("y");
+  const at::Tensor got = Executor(c.qop).run({{"x", x}}).at("y");
+  // One requantization apart at most: the MatMul stays float, reading one step of its input.
+  EXPECT_LE((got - want).abs().max().item<double>(),
+            1.01 *
+                at::matmul(at::ones({1, 3}), c.model->graph().value("m")->initializer().abs())
+                    .max()
+                    .item<double>() *
+                stepOf(c, "MatMul"));
 }
 
 TEST(QOperatorOnnx, ReluOnASignedGridStaysAndReadsTheKernelsDequantizedOutput) {

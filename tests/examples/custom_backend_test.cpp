@@ -13,6 +13,7 @@
 #include "ir/onnx_import.h"
 #include "passes/fake_quantize_node.h"
 #include "quant/fake_quantize.h"
+#include "support/checks.h"
 #include "support/onnx_builder.h"
 
 namespace qforge {
@@ -20,6 +21,7 @@ namespace {
 
 using quant::QScheme;
 using quant::RoundingMode;
+using testing::errorOf;
 using testing::OnnxBuilder;
 constexpr int32_t kFloat = onnx::TensorProto::FLOAT;
 
@@ -43,15 +45,6 @@ struct ToyRegistries {
     return o;
   }
 };
-
-std::string errorOf(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 QScheme signed6(int64_t axis = -1) {
   QScheme s;

@@ -10,43 +10,20 @@
 #include "core/error.h"
 #include "core/files.h"
 #include "passes/prepared_io.h"
+#include "support/checks.h"
 #include "support/onnx_builder.h"
 #include "support/quant_graphs.h"
 
 namespace qforge::testing {
 namespace {
 
+// tinyBackend with unit outputs and int32 biases: every kind of quantizer.
 nlohmann::json tinyDocument(const nlohmann::json& patch) {
-  // What tinyBackend parses, as the document a saved model keeps.
-  nlohmann::json doc = {
-      {"name", "Tiny"},
-      {"weight",
-       {{"bits", 8},
-        {"symmetric", true},
-        {"per_channel", true},
-        {"observer", "MinMax"},
-        {"fake_quantizer", "Fixed"}}},
-      {"activation",
-       {{"bits", 8},
-        {"symmetric", false},
-        {"unsigned", true},
-        {"observer", "MinMax"},
-        {"fake_quantizer", "Fixed"}}},
-      {"ops", {{"Conv", "quantizable"}}},
-      {"fusions", nlohmann::json::array({nlohmann::json::array({"Conv", "Relu?"})})},
-      {"placement", {{"unit_inputs", true}, {"unit_outputs", true}}},
-      {"constraints", {{"bias", {{"mode", "derived"}, {"bits", 32}}}}}};
+  nlohmann::json doc =
+      tinyBackendDocument({{"placement", {{"unit_inputs", true}, {"unit_outputs", true}}},
+                           {"constraints", {{"bias", {{"mode", "derived"}, {"bits", 32}}}}}});
   doc.merge_patch(patch);
   return doc;
-}
-
-std::string errorOf(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
 }
 
 struct Saved {

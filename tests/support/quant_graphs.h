@@ -14,7 +14,7 @@ namespace qforge::testing {
 
 // A backend document with 8-bit symmetric per-channel weights, 8-bit activations, MinMax
 // observers and Fixed quantizers; `patch` is merged over it (objects key by key).
-inline backends::BackendConfig tinyBackend(const nlohmann::json& patch = nlohmann::json::object()) {
+inline nlohmann::json tinyBackendDocument(const nlohmann::json& patch = nlohmann::json::object()) {
   nlohmann::json doc = {
       {"name", "Tiny"},
       {"weight",
@@ -40,7 +40,11 @@ inline backends::BackendConfig tinyBackend(const nlohmann::json& patch = nlohman
       {"fusions", {{"Conv", "Relu?"}, {"Gemm"}}},
       {"placement", {{"unit_inputs", true}, {"unit_outputs", false}}}};
   doc.merge_patch(patch);
-  return backends::parseBackendConfig(doc, "test backend");
+  return doc;
+}
+
+inline backends::BackendConfig tinyBackend(const nlohmann::json& patch = nlohmann::json::object()) {
+  return backends::parseBackendConfig(tinyBackendDocument(patch), "test backend");
 }
 
 // x[2,2,5,5] -> Conv(w1[3,2,3,3], b1, pad 1) -> Relu -> Conv(w2[2,3,1,1]) -> y

@@ -21,6 +21,7 @@
 #include "core/error.h"
 #include "core/files.h"
 #include "ir/onnx_import.h"
+#include "support/checks.h"
 #include "support/onnx_builder.h"
 
 namespace qforge::testing {
@@ -72,15 +73,6 @@ class EnvOverride {
   std::string name_;
   std::optional<std::string> saved_;
 };
-
-std::string errorOf(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
 
 // x + y over a dynamic batch dimension.
 OnnxBuilder addModel() {

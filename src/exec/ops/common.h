@@ -68,4 +68,13 @@ inline OpInfo op(std::string op_type, int64_t since, int64_t until, Lowering run
 
 constexpr int64_t kLatestOpset = 1 << 30;
 
+// `info` with its weight slots, bias slot and the weights' output-channel axis filled in.
+inline OpInfo withWeights(OpInfo info, std::vector<int> weight_inputs, int bias_input,
+                          int weight_channel_axis) {
+  info.weight_inputs = std::move(weight_inputs);
+  info.bias_input = bias_input;
+  info.weight_channel_axis = weight_channel_axis;
+  return info;
+}
+
 }  // namespace qforge::ops

@@ -55,6 +55,7 @@ namespace {
 using ops::kLatestOpset;
 using ops::op;
 using ops::shapeString;
+using ops::withWeights;
 
 const char* const kMicrosoft = "com.microsoft";
 
@@ -730,14 +731,6 @@ std::vector<at::Tensor> qlinearConcat(const OpContext& ctx) {
   return {at::cat(parts, axis)};
 }
 
-OpInfo withWeights(OpInfo info, std::vector<int> weight_inputs, int bias_input,
-                   int weight_channel_axis) {
-  info.weight_inputs = std::move(weight_inputs);
-  info.bias_input = bias_input;
-  info.weight_channel_axis = weight_channel_axis;
-  return info;
-}
-
 OpInfo microsoft(OpInfo info) {
   info.domain = kMicrosoft;
   return info;
@@ -764,25 +757,13 @@ void registerOrtIntegerOps(OpRegistry& registry) {
 
 const OpRegistry& ortEmulationRegistry() {
   static const OpRegistry registry = [] {
-    // The built-in families (as OpRegistry::builtin() registers them) except the quantized
-    // one, whose ops ORT computes like the reference are copied over; a test checks that every
-    // built-in op is here.
-    OpRegistry r;
-    registerElementwiseOps(r);
-    registerActivationOps(r);
-    registerReductionOps(r);
-    registerNnOps(r);
-    registerPoolingOps(r);
-    registerNormalizationOps(r);
-    registerShapeOps(r);
-    registerResizeOps(r);
-    for (const char* op_type : {"DequantizeLinear", "ConvInteger", "MatMulInteger"}) {
-      for (int64_t opset = 1; opset <= 30; ++opset) {
-        const OpInfo* info = OpRegistry::builtin().find("", op_type, opset);
-        if (info != nullptr && info->since_version == opset) r.add(*info);
-      }
-    }
+    // The built-in table with the ops ORT computes differently replaced; everything else
+    // (DequantizeLinear, ConvInteger, MatMulInteger, the float ops) is computed alike.
+    OpRegistry r = OpRegistry::builtin();
+    for (const char* op_type : {"QuantizeLinear", "QLinearConv", "QLinearMatMul", "MatMul"})
+      r.remove("", op_type);
     registerOrtIntegerOps(r);
+    registerOrtFloatOps(r);
     return r;
   }();
   return registry;

@@ -23,6 +23,7 @@ namespace {
 
 using ops::kLatestOpset;
 using ops::op;
+using ops::withWeights;
 
 std::string shapeString(const at::Tensor& t) {
   std::ostringstream out;
@@ -397,14 +398,6 @@ std::vector<at::Tensor> qlinearMatMul(const OpContext& ctx) {
   const at::Tensor multiplier = a_scale * b_scale / y_scale;  // float32, as the reference
   return {m.restore(roundAndSaturate(acc.to(at::kDouble) * multiplier.to(at::kDouble), y_zp,
                                      y_zp.scalar_type()))};
-}
-
-OpInfo withWeights(OpInfo info, std::vector<int> weight_inputs, int bias_input,
-                   int weight_channel_axis) {
-  info.weight_inputs = std::move(weight_inputs);
-  info.bias_input = bias_input;
-  info.weight_channel_axis = weight_channel_axis;
-  return info;
 }
 
 }  // namespace
