@@ -161,6 +161,7 @@ class Lowerer {
     const bool is_output = graph_.isGraphOutput(y);
     graph_.replaceAllUsesWith(y, out, true);
     const std::string name = y->name();
+    out->type = y->type;  // a graph output must keep its declared type
     graph_.removeNode(fq);
     if (is_output) graph_.renameValue(out, name);
   }

@@ -227,6 +227,7 @@ class Rewriter {
         moved->attributes = m->attributes;
         Value* q_out = q->output(0);
         const std::string name = q_out->name();
+        moved->output(0)->type = q_out->type;
         g_.replaceAllUsesWith(q_out, moved->output(0), true);
         g_.removeNode(q);
         g_.removeNode(m);
@@ -306,6 +307,7 @@ class Rewriter {
     } else {
       Value* q_out = q->output(0);
       const std::string name = q_out->name();
+      out->type = q_out->type;
       g_.replaceAllUsesWith(q_out, out, true);
       removed_.insert(q);
       g_.removeNode(q);
@@ -404,6 +406,7 @@ class Rewriter {
     const std::string name_of_gemm = n->name();
     Value* out = n->output(0);
     const std::string name = out->name();
+    k->output(0)->type = out->type;
     g_.replaceAllUsesWith(out, k->output(0), true);
     g_.removeNode(n);
     g_.renameValue(k->output(0), name);

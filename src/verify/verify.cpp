@@ -156,6 +156,8 @@ class Verifier {
     require(!models.empty(), dir_ + "/deploy.json lists no ONNX model to verify (" +
                                  manifest_.value("notes", nlohmann::json::array()).dump() + ")");
     model_.setMode(quant::FakeQuantMode::Quantization);
+    for (const auto& [kind, file] : models.items())
+      checkParameters(fileIn(dir_, file.get<std::string>()), report.parameter_mismatches);
     at::Tensor sim = runBatched(model_.executor(), input_, output_, inputs, options_.batch);
     outputStep(sim, report);
     addAccuracy(report, "qforge simulation", sim, labels);
@@ -244,14 +246,6 @@ class Verifier {
                         100 * agreement, 100 * options_.min_agreement);
           report.failures.push_back(buf);
         }
-        if (c.largest && c.largest->share_off > options_.max_tensor_share_off) {
-          std::snprintf(buf, sizeof(buf),
-                        "%s: %.1f%% of tensor '%s' is more than one level off > %.1f%% (a wrong "
-                        "scale or quantizer there?)",
-                        what.c_str(), 100 * c.largest->share_off, c.largest->tensor.c_str(),
-                        100 * options_.max_tensor_share_off);
-          report.failures.push_back(buf);
-        }
         const std::string path =
             c.model == "qdq" ? "ONNX Runtime, QDQ model" : "ONNX Runtime, QOperator model";
         if (accuracy.count(path) && accuracy.count("qforge simulation") &&
@@ -274,6 +268,8 @@ class Verifier {
         }
       }
     }
+    for (const std::string& m : report.parameter_mismatches)
+      report.failures.push_back(m);
     report.passed = report.failures.empty();
   }
 
@@ -310,6 +306,47 @@ class Verifier {
       out[n->input(2)->name()] = (levels.to(at::kFloat) * scale).to(bias.scalar_type());
     }
     return out;
+  }
+
+  // The scale and zero point each exported integer tensor is written with must be its
+  // quantizer's: read them from the node producing the tensor (QuantizeLinear, or the output
+  // parameters of an integer kernel) and compare with the prepared model.
+  void checkParameters(const std::string& path, std::vector<std::string>& mismatches) const {
+    static const std::map<std::string, size_t> output_scale_slot = {
+        {"QuantizeLinear", 1},     {"QLinearConv", 6},   {"QLinearMatMul", 6},
+        {"QLinearAdd", 6},         {"QLinearMul", 6},    {"QLinearGlobalAveragePool", 3},
+        {"QLinearAveragePool", 3}, {"QLinearConcat", 0}, {"QGemm", 7}};
+    const Graph g = importOnnxFile(path);
+    const std::string file = std::filesystem::path(path).filename().string();
+    const nlohmann::json quantized = manifest_.value("quantized_values", nlohmann::json::object());
+    for (const auto& [name, tensor] : quantized.items()) {
+      const Value* v = g.findValue(tensor.get<std::string>());
+      quant::FakeQuantizer* q = model_.quantizer(name);
+      if (v == nullptr || v->producer() == nullptr || q == nullptr || !q->affine()) continue;
+      const Node* n = v->producer();
+      const auto slot = output_scale_slot.find(n->opType());
+      if (slot == output_scale_slot.end()) continue;
+      const Value* scale = n->input(slot->second);
+      const Value* zero_point = n->input(slot->second + 1);
+      if (scale == nullptr || !scale->isInitializer()) continue;
+      const quant::QParams p = q->qparams();
+      const at::Tensor written = scale->initializer().to(at::kFloat).reshape({-1});
+      const at::Tensor expected = p.scale.to(at::kFloat).reshape({-1});
+      bool same = written.numel() == expected.numel() && at::equal(written, expected);
+      if (same && zero_point != nullptr && zero_point->isInitializer()) {
+        same = at::equal(zero_point->initializer().to(at::kLong).reshape({-1}),
+                         p.zero_point.to(at::kLong).reshape({-1}));
+      }
+      if (!same) {
+        char buf[512];
+        std::snprintf(buf, sizeof(buf),
+                      "%s: tensor '%s' (quantizer '%s') is written with scale %.6g, the "
+                      "prepared model's is %.6g: the file does not match the calibrated model",
+                      file.c_str(), tensor.get<std::string>().c_str(), name.c_str(),
+                      written[0].item<double>(), expected[0].item<double>());
+        mismatches.push_back(buf);
+      }
+    }
   }
 
   static bool disagrees(const Comparison& c) {
@@ -464,6 +501,7 @@ nlohmann::json toJson(const VerifyReport& r) {
   j["notes"] = r.notes;
   j["passed"] = r.passed;
   j["failures"] = r.failures;
+  j["parameter_mismatches"] = r.parameter_mismatches;
   return j;
 }
 

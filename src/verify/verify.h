@@ -27,10 +27,6 @@ struct VerifyOptions {
   // and the largest difference.
   double min_agreement = 0.999;
   double max_accuracy_gap = 0.0005;  // 0.05 points
-  // Largest share of a traced quantized tensor's elements more than one level from the
-  // simulation: rounding flips move a few elements (by several levels behind coarse grids and
-  // steep functions); a wrong scale or misplaced quantizer moves most of the tensor.
-  double max_tensor_share_off = 0.05;
   double min_exact = 0.999;
   double max_emulation_steps = 1.0;
   // Runs the QOperator model's integer kernels as ONNX Runtime does (exec/ort_emulation.h).
@@ -73,6 +69,9 @@ struct VerifyReport {
   std::vector<std::pair<std::string, double>> accuracy;  // path -> top-1 (fraction)
   std::vector<Comparison> comparisons;
   std::vector<std::string> notes;
+  // Exported quantization parameters that differ from the prepared model's quantizers: "file:
+  // tensor 't' (quantizer 'q'): scale 0.1 in the file, 0.05 in the prepared model".
+  std::vector<std::string> parameter_mismatches;
   bool passed = false;
   std::vector<std::string> failures;  // which criterion failed, with the figure
 };

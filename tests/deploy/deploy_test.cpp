@@ -3,11 +3,17 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <onnx/checker.h>
+#include <onnx/onnx_pb.h>
+
 #include <filesystem>
+#include <fstream>
 
 #include "core/error.h"
 #include "core/files.h"
 #include "deploy/deploy.h"
+#include "deploy/openvino_onnx.h"
+#include "ir/onnx_export.h"
 #include "ir/onnx_import.h"
 #include "passes/quant_config.h"
 #include "support/onnx_builder.h"
@@ -51,6 +57,21 @@ TEST(Deploy, WritesBothOnnxFormsAndAManifestOfTensorsAndIntegerValues) {
     ASSERT_NE(v, nullptr) << quantizer;
     EXPECT_EQ(v->producer()->opType(), "QuantizeLinear") << quantizer;
     EXPECT_NE(m->quantizer(quantizer), nullptr) << quantizer;
+  }
+}
+
+TEST(Deploy, EveryOnnxFileItWritesPassesOnnxsChecker) {
+  auto m = calibrated(kIntegerPlacement);
+  const std::string dir = makeTempDir("deploy_checker");
+  deploy::deployPreparedModel(*m, dir, builtinWriters());
+  exportOnnxFile(deploy::toOpenVinoGraph(deploy::buildDeployModel(*m)),
+                 dir + "/model.openvino.onnx");
+  for (const char* f : {"model.qdq.onnx", "model.qoperator.onnx", "model.openvino.onnx"}) {
+    onnx::ModelProto proto;
+    std::ifstream in(dir + "/" + f, std::ios::binary);
+    ASSERT_TRUE(proto.ParseFromIstream(&in)) << f;
+    EXPECT_NO_THROW(onnx::checker::check_model(proto)) << f;
+    EXPECT_GE(proto.opset_import_size(), 1) << f;
   }
 }
 

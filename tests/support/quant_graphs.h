@@ -62,6 +62,9 @@ inline Graph convReluConv(uint64_t seed = 1) {
   c1->attributes.set(Attribute::makeInts("pads", {1, 1, 1, 1}));
   Node* r = g.addNode("Relu", {c1->output(0)}, {"r"}, "relu");
   Node* c2 = g.addNode("Conv", {r->output(0), w2}, {"y"}, "conv2");
+  // ONNX needs a graph output's type and rank.
+  c2->output(0)->type = TensorType{DType::Float, std::vector<Dim>{Dim::symbolic("N"), Dim::known(2),
+                                                                  Dim::known(5), Dim::known(5)}};
   g.addOutput(c2->output(0));
   return g;
 }
