@@ -71,5 +71,22 @@ TEST(OrtFloatEmulation, MatMulMatchesOnnxRuntimeAndTheSequentialFmaBitForBit) {
   EXPECT_FALSE(at::equal(aten, ort));
 }
 
+TEST(OrtFloatEmulation, ReduceMeanOverTheInnermostAxisMatchesOnnxRuntimeBitForBit) {
+  at::manual_seed(12);
+  const at::Tensor x = at::randn({32, 49, 48}) * at::exp(at::randn({32, 49, 48}) * 2);
+  OnnxBuilder b;
+  b.input("x", kFloat, {-1, 49, 48}).output("y", kFloat, {-1, 49, 1});
+  addIntsAttribute(b.node("ReduceMean", {"x"}, {"y"}), "axes", {-1});
+  const std::string model = makeTempDir("ort-reducemean") + "/model.onnx";
+  b.save(model);
+  verify::OrtRunnerOptions options;
+  options.ort_dir = ortDir();
+  const at::Tensor ort = verify::OrtRunner(options).run(model, {{"x", x}}).at("y");
+  Graph g = importOnnxFile(model);
+  const at::Tensor emulated = Executor(g, {}, ortEmulationRegistry()).run({{"x", x}}).at("y");
+  EXPECT_TRUE(at::equal(emulated, ort)) << (emulated - ort).abs().max();
+  EXPECT_FALSE(at::equal(Executor(g).run({{"x", x}}).at("y"), ort));  // ATen's order differs
+}
+
 }  // namespace
 }  // namespace qforge::testing

@@ -760,7 +760,8 @@ const OpRegistry& ortEmulationRegistry() {
     // The built-in table with the ops ORT computes differently replaced; everything else
     // (DequantizeLinear, ConvInteger, MatMulInteger, the float ops) is computed alike.
     OpRegistry r = OpRegistry::builtin();
-    for (const char* op_type : {"QuantizeLinear", "QLinearConv", "QLinearMatMul", "MatMul"})
+    for (const char* op_type :
+         {"QuantizeLinear", "QLinearConv", "QLinearMatMul", "MatMul", "ReduceMean"})
       r.remove("", op_type);
     registerOrtIntegerOps(r);
     registerOrtFloatOps(r);
