@@ -6,6 +6,32 @@
 
 namespace qforge::testing {
 
+namespace {
+at::Tensor intTensor(const std::vector<int64_t>& values, at::IntArrayRef shape,
+                     at::ScalarType type) {
+  return at::tensor(values, at::kLong).reshape(shape).to(type);
+}
+}  // namespace
+
+at::Tensor u8(const std::vector<int64_t>& values, at::IntArrayRef shape) {
+  return intTensor(values, shape, at::kByte);
+}
+at::Tensor i8(const std::vector<int64_t>& values, at::IntArrayRef shape) {
+  return intTensor(values, shape, at::kChar);
+}
+at::Tensor i32(const std::vector<int64_t>& values, at::IntArrayRef shape) {
+  return intTensor(values, shape, at::kInt);
+}
+at::Tensor scalarF32(float v) {
+  return at::scalar_tensor(v, at::kFloat);
+}
+at::Tensor scalarU8(int64_t v) {
+  return at::scalar_tensor(v, at::kLong).to(at::kByte);
+}
+at::Tensor scalarI8(int64_t v) {
+  return at::scalar_tensor(v, at::kLong).to(at::kChar);
+}
+
 at::Tensor f32(std::vector<float> values) {
   return at::tensor(values, at::kFloat);
 }

@@ -17,6 +17,13 @@ namespace qforge::testing {
 at::Tensor f32(std::vector<float> values);
 at::Tensor f32(std::vector<float> values, at::IntArrayRef shape);
 at::Tensor i64(std::vector<int64_t> values);
+// Integer tensors of the quantized types, shaped, and 0-d scales / zero points.
+at::Tensor u8(const std::vector<int64_t>& values, at::IntArrayRef shape);
+at::Tensor i8(const std::vector<int64_t>& values, at::IntArrayRef shape);
+at::Tensor i32(const std::vector<int64_t>& values, at::IntArrayRef shape);
+at::Tensor scalarF32(float v);
+at::Tensor scalarU8(int64_t v);
+at::Tensor scalarI8(int64_t v);
 
 // An INTS attribute.
 Attribute ints(const std::string& name, std::vector<int64_t> values);

@@ -22,7 +22,12 @@ namespace {
 using testing::buildSingleOpGraph;
 using testing::expectTensorEqual;
 using testing::f32;
+using testing::i8;
+using testing::scalarF32;
+using testing::scalarI8;
+using testing::scalarU8;
 using testing::SingleOp;
+using testing::u8;
 
 // An op with the table to run it with (runSingleOp always takes the built-in table).
 struct TableOp {
@@ -117,22 +122,6 @@ INSTANTIATE_TEST_SUITE_P(OnnxRuntime130, OrtGoldenTest,
                          });
 
 // -------------------------------------------------------------------- closed-form cases
-
-at::Tensor u8(std::vector<int64_t> values, at::IntArrayRef shape) {
-  return at::tensor(values, at::kLong).reshape(shape).to(at::kByte);
-}
-at::Tensor i8(std::vector<int64_t> values, at::IntArrayRef shape) {
-  return at::tensor(values, at::kLong).reshape(shape).to(at::kChar);
-}
-at::Tensor scalarF32(float v) {
-  return at::scalar_tensor(v, at::kFloat);
-}
-at::Tensor scalarU8(int64_t v) {
-  return at::scalar_tensor(v, at::kLong).to(at::kByte);
-}
-at::Tensor scalarI8(int64_t v) {
-  return at::scalar_tensor(v, at::kLong).to(at::kChar);
-}
 
 TableOp ortOp(std::string op_type, std::vector<at::Tensor> inputs,
               std::vector<Attribute> attributes = {}, std::string domain = "") {
