@@ -271,27 +271,26 @@ int runQuantize(const QuantizeOptions& o) {
     }
   }
 
-  // A model the backend cannot take (a config broke one of its constraints) writes nothing.
+  // Outputs: every file written beside its final name and renamed into place. Deploy goes first:
+  // it checks the backend's constraints before writing anything, so a model the backend cannot
+  // take (a config broke one of them) leaves no files at all.
+  std::vector<std::string> written;
   if (!o.no_deploy) {
-    deploy::checkBackendConstraints(deploy::buildDeployModel(*model).table, backend);
+    deploy::WriterRegistry writers;
+    deploy::registerBuiltinWriters(writers);
+    const deploy::DeployResult deployed = deploy::deployPreparedModel(*model, o.out, writers);
+    written = deployed.files;
+    if (!deployed.notes.empty()) report["deploy_note"] = join(deployed.notes, "; ");
   }
-  // Outputs: every file written beside its final name and renamed into place.
   std::filesystem::create_directories(o.out);
   const std::string report_path = (std::filesystem::path(o.out) / "report.json").string();
   const std::string table_path = (std::filesystem::path(o.out) / "quantizers.json").string();
   writeFileAtomically(
       table_path, nlohmann::json{{"backend", backend.name}, {"quantizers", table}}.dump(2) + "\n");
-  std::vector<std::string> written{table_path};
+  written.push_back(table_path);
   passes::savePreparedModel(*model, backends::resolveBackendDocument(o.backend), o.out);
   for (const char* f : {"prepared.onnx", "prepared.json"})
     written.push_back((std::filesystem::path(o.out) / f).string());
-  if (!o.no_deploy) {
-    deploy::WriterRegistry writers;
-    deploy::registerBuiltinWriters(writers);
-    const deploy::DeployResult deployed = deploy::deployPreparedModel(*model, o.out, writers);
-    written.insert(written.end(), deployed.files.begin(), deployed.files.end());
-    if (!deployed.notes.empty()) report["deploy_note"] = join(deployed.notes, "; ");
-  }
   report["files"] = written;
   report["files"].push_back(report_path);
   report["threads"] = at::get_num_threads();

@@ -45,4 +45,23 @@ void writeFileAtomically(const std::string& path, const std::string& content) {
   }
 }
 
+TempDir::TempDir(const std::string& tag) {
+  std::string pattern =
+      (std::filesystem::temp_directory_path() / ("qforge-" + tag + "-XXXXXX")).string();
+  if (::mkdtemp(pattern.data()) == nullptr) {
+    throw Error("cannot create a temporary directory under " +
+                std::filesystem::temp_directory_path().string() + ": " + std::strerror(errno));
+  }
+  path_ = pattern;
+}
+
+TempDir::~TempDir() {
+  std::error_code ignored;
+  std::filesystem::remove_all(path_, ignored);
+}
+
+std::string TempDir::file(const std::string& name) const {
+  return (std::filesystem::path(path_) / name).string();
+}
+
 }  // namespace qforge

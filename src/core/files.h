@@ -11,4 +11,20 @@ std::string readFile(const std::string& path);
 // Writes `content` to a temporary file beside `path`, then renames it over `path`.
 void writeFileAtomically(const std::string& path, const std::string& content);
 
+// A fresh directory under the system temp dir ("qforge-<tag>-XXXXXX"), removed with everything
+// in it on destruction.
+class TempDir {
+ public:
+  explicit TempDir(const std::string& tag);
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+
+  const std::string& path() const { return path_; }
+  std::string file(const std::string& name) const;
+
+ private:
+  std::string path_;
+};
+
 }  // namespace qforge

@@ -335,12 +335,8 @@ class Rewriter {
       return nullptr;
     }
     if (!bias->isInitializer()) return nullptr;
-    const at::Tensor scale = (x.scale->initializer().to(at::kFloat).reshape({}) *
-                              w.scale->initializer().to(at::kFloat).reshape({-1}))
-                                 .to(at::kDouble);
-    const at::Tensor levels = at::round(bias->initializer().to(at::kDouble) / scale)
-                                  .clamp(-2147483647.0, 2147483647.0)
-                                  .to(at::kInt);
+    const at::Tensor levels =
+        int32BiasLevels(bias->initializer(), x.scale->initializer(), w.scale->initializer());
     return g_.addInitializer(g_.uniqueName(bias->name() + "_int32"), levels.contiguous());
   }
 
@@ -471,6 +467,16 @@ class Rewriter {
 };
 
 }  // namespace
+
+at::Tensor accumulatorScale(const at::Tensor& x_scale, const at::Tensor& w_scale) {
+  return x_scale.to(at::kFloat).reshape({}) * w_scale.to(at::kFloat).reshape({-1});
+}
+
+at::Tensor int32BiasLevels(const at::Tensor& bias, const at::Tensor& x_scale,
+                           const at::Tensor& w_scale) {
+  const at::Tensor scale = accumulatorScale(x_scale, w_scale).to(at::kDouble);
+  return at::round(bias.to(at::kDouble) / scale).clamp(-2147483647.0, 2147483647.0).to(at::kInt);
+}
 
 Graph toQOperatorGraph(const Graph& qdq, QOperatorSummary* summary) {
   Graph g = copyGraph(qdq);

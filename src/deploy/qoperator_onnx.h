@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include <ATen/core/Tensor.h>
+
 #include "ir/graph.h"
 
 namespace qforge::deploy {
@@ -25,5 +27,13 @@ struct QOperatorSummary {
 // kept where the tensor still exists (the integer kernel producing it takes over the name), so the
 // two graphs' integer tensors can be compared by name.
 Graph toQOperatorGraph(const Graph& qdq, QOperatorSummary* summary = nullptr);
+
+// The int32 levels a float bias is stored as in front of an integer kernel whose accumulator has
+// scale x_scale * w_scale (per output channel; the product formed in float32): round half to
+// even, saturated to int32. What this rewrite writes and what ONNX Runtime's QDQ fusion stores.
+at::Tensor int32BiasLevels(const at::Tensor& bias, const at::Tensor& x_scale,
+                           const at::Tensor& w_scale);
+// The float32 accumulator scale x_scale * w_scale those levels are on.
+at::Tensor accumulatorScale(const at::Tensor& x_scale, const at::Tensor& w_scale);
 
 }  // namespace qforge::deploy

@@ -63,30 +63,6 @@ std::string findExecutable(const std::string& name) {
   return "";
 }
 
-// A fresh directory under the system temp dir, removed with everything in it on destruction.
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = (fs::temp_directory_path() / "qforge-ort-XXXXXX").string();
-    if (!::mkdtemp(pattern.data())) {
-      throw Error("cannot create a temporary directory for ONNX Runtime: " +
-                  std::string(std::strerror(errno)));
-    }
-    path_ = pattern;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-
- private:
-  fs::path path_;
-};
-
 void writeNpy(const std::string& path, const at::Tensor& tensor) {
   const at::Tensor t = tensor.cpu().contiguous();
   const std::string header = data::npyHeader(t.scalar_type(), t.sizes().vec());
@@ -282,7 +258,7 @@ TensorMap OrtRunner::run(const std::string& model_path, const TensorMap& feeds,
                          const std::vector<std::string>& outputs) const {
   std::error_code ec;
   require(fs::is_regular_file(model_path, ec), "'" + model_path + "': no such model file");
-  TempDir dir;
+  TempDir dir("ort");
   const std::string script = dir.file("run_model.js");
   writeFileAtomically(script, kRunnerScript);
 

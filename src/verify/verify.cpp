@@ -1,7 +1,6 @@
 #include "verify/verify.h"
 
 #include <ATen/ATen.h>
-#include <stdlib.h>
 
 #include <algorithm>
 #include <cmath>
@@ -12,7 +11,9 @@
 
 #include "algos/calibrate.h"
 #include "core/error.h"
+#include "core/files.h"
 #include "deploy/deploy.h"
+#include "deploy/qoperator_onnx.h"
 #include "exec/executor.h"
 #include "ir/onnx_export.h"
 #include "ir/onnx_import.h"
@@ -25,25 +26,6 @@ namespace {
 std::string fileIn(const std::string& dir, const std::string& name) {
   return (std::filesystem::path(dir) / name).string();
 }
-
-// A scratch directory removed when the object goes.
-class ScratchDir {
- public:
-  ScratchDir() {
-    std::string pattern =
-        (std::filesystem::temp_directory_path() / "qforge-verify-XXXXXX").string();
-    require(::mkdtemp(pattern.data()) != nullptr, "cannot create a temporary directory");
-    path_ = pattern;
-  }
-  ~ScratchDir() {
-    std::error_code ignored;
-    std::filesystem::remove_all(path_, ignored);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
 
 at::Tensor runBatched(Executor& executor, const std::string& input, const std::string& output,
                       const at::Tensor& inputs, int64_t batch, TensorMap feeds = {}) {
@@ -102,14 +84,14 @@ at::Tensor worstSamples(const at::Tensor& a, const at::Tensor& b, int64_t k) {
 // ORT's values of `tensors` (integer tensors of the model at `path`) on `x`: a copy of the model
 // that also outputs them.
 TensorMap ortIntermediates(const OrtRunner& ort, const std::string& path, const std::string& input,
-                           const at::Tensor& x, const std::vector<std::string>& tensors,
-                           const ScratchDir& scratch) {
+                           const at::Tensor& x, const std::vector<std::string>& tensors) {
   Graph g = importOnnxFile(path);
   for (const std::string& name : tensors) {
     Value* v = g.findValue(name);
     if (v != nullptr && !g.isGraphOutput(v)) g.addOutput(v);
   }
-  const std::string traced = fileIn(scratch.path(), "traced.onnx");
+  TempDir scratch("verify");
+  const std::string traced = scratch.file("traced.onnx");
   exportOnnxFile(g, traced);
   return ort.run(traced, {{input, x}}, tensors);
 }
@@ -299,11 +281,10 @@ class Verifier {
       }
       const at::Tensor sx = model_.quantizer(passes::quantizerOf(*fx))->qparams().scale;
       const at::Tensor sw = model_.quantizer(passes::quantizerOf(*fw))->qparams().scale;
-      const at::Tensor scale = (sx.to(at::kFloat).reshape({}) * sw.to(at::kFloat).reshape({-1}));
       const at::Tensor bias = n->input(2)->initializer();
-      const at::Tensor levels = at::round(bias.to(at::kDouble) / scale.to(at::kDouble))
-                                    .clamp(-2147483647.0, 2147483647.0);
-      out[n->input(2)->name()] = (levels.to(at::kFloat) * scale).to(bias.scalar_type());
+      out[n->input(2)->name()] =
+          (deploy::int32BiasLevels(bias, sx, sw).to(at::kFloat) * deploy::accumulatorScale(sx, sw))
+              .to(bias.scalar_type());
     }
     return out;
   }
@@ -405,8 +386,7 @@ class Verifier {
       ort_names.push_back(tensor);
       sim_names.push_back(fq_out);
     }
-    ScratchDir scratch;
-    const TensorMap ort = ortIntermediates(ort_, path, input_, x, ort_names, scratch);
+    const TensorMap ort = ortIntermediates(ort_, path, input_, x, ort_names);
     TensorMap feeds = sim_feeds_;
     feeds[input_] = x;
     const TensorMap sim = model_.executor().run(feeds, sim_names);
@@ -436,8 +416,7 @@ class Verifier {
         names.push_back(n->output(0)->name());
       }
     }
-    ScratchDir scratch;
-    const TensorMap ort = ortIntermediates(ort_, path, input_, x, names, scratch);
+    const TensorMap ort = ortIntermediates(ort_, path, input_, x, names);
     const TensorMap emu = emulator.run({{input_, x}}, names);
     std::vector<std::tuple<std::string, std::string, at::Tensor, at::Tensor>> pairs;
     for (const std::string& name : names) {
