@@ -17,8 +17,8 @@ const OpRegistry& ortEmulationRegistry();
 // QLinearMatMul yet).
 void registerOrtIntegerOps(OpRegistry& registry);
 
-// Float kernels whose accumulation order ORT fixes differently from ATen (MatMul;
-// exec/ops/ort_float.cpp).
+// Replaces the float kernels whose rounding ORT fixes differently from ATen: MatMul, ReduceMean,
+// Softmax and Erf (exec/ops/ort_float.cpp, exec/ops/mlas_kernels.h; x86-64's MLAS kernels).
 void registerOrtFloatOps(OpRegistry& registry);
 
 }  // namespace qforge

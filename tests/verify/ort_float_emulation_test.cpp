@@ -1,6 +1,8 @@
-// The emulation's float MatMul adds the K products in order with fused multiply-adds, as MLAS's
-// SGEMM does: on float inputs whose sums round differently in different orders, it matches ONNX
-// Runtime bit for bit, and a closed-form sequential FMA loop; ATen's BLAS need not.
+// The emulation's float kernels against ONNX Runtime itself, bit for bit, on inputs where the
+// order and the polynomial of each computation show in the last bits: MatMul (sequential FMA, also
+// checked against the closed form), ReduceMean (Eigen's lanes), Softmax and Erf (MLAS's
+// polynomials and lanes). Each test also shows ATen's own kernel differs there, which is why the
+// emulation needs its own.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
@@ -86,6 +88,82 @@ TEST(OrtFloatEmulation, ReduceMeanOverTheInnermostAxisMatchesOnnxRuntimeBitForBi
   const at::Tensor emulated = Executor(g, {}, ortEmulationRegistry()).run({{"x", x}}).at("y");
   EXPECT_TRUE(at::equal(emulated, ort)) << (emulated - ort).abs().max();
   EXPECT_FALSE(at::equal(Executor(g).run({{"x", x}}).at("y"), ort));  // ATen's order differs
+}
+
+// Runs a one-node model in ORT, the emulation and the built-in table.
+struct ThreeWay {
+  at::Tensor ort, emulated, builtin;
+};
+
+ThreeWay runOneNode(OnnxBuilder& b, const std::string& tag, const at::Tensor& x) {
+  const std::string model = makeTempDir(tag) + "/model.onnx";
+  b.save(model);
+  verify::OrtRunnerOptions options;
+  options.ort_dir = ortDir();
+  ThreeWay out;
+  out.ort = verify::OrtRunner(options).run(model, {{"x", x}}).at("y");
+  Graph g = importOnnxFile(model);
+  out.emulated = Executor(g, {}, ortEmulationRegistry()).run({{"x", x}}).at("y");
+  out.builtin = Executor(g).run({{"x", x}}).at("y");
+  return out;
+}
+
+// Rows of attention-like logits; widths that are and are not multiples of MLAS's 16 and 48.
+TEST(OrtFloatEmulation, SoftmaxMatchesOnnxRuntimeBitForBitOnEveryRowWidth) {
+  at::manual_seed(13);
+  for (int64_t width : {5, 16, 50, 65, 197}) {
+    const at::Tensor x = at::randn({8, 3, 7, width}) * 4;
+    OnnxBuilder b;
+    b.input("x", kFloat, {-1, 3, 7, width}).output("y", kFloat, {-1, 3, 7, width});
+    addIntAttribute(b.node("Softmax", {"x"}, {"y"}), "axis", -1);
+    const ThreeWay r = runOneNode(b, "ort-softmax", x);
+    EXPECT_TRUE(at::equal(r.emulated, r.ort))
+        << "width " << width << ": " << (r.emulated - r.ort).ne(0).sum().item<int64_t>()
+        << " elements differ";
+    if (width >= 50) {
+      EXPECT_FALSE(at::equal(r.builtin, r.ort)) << "width " << width;
+    }
+  }
+}
+
+// Opset 13 with the axis in the middle (ORT transposes it last) and opset 11's flattening.
+TEST(OrtFloatEmulation, SoftmaxOverAnInnerAxisAndOpset11FlatteningMatchOnnxRuntime) {
+  at::manual_seed(14);
+  const at::Tensor x = at::randn({4, 40, 6}) * 5;
+  {
+    OnnxBuilder b;
+    b.input("x", kFloat, {-1, 40, 6}).output("y", kFloat, {-1, 40, 6});
+    addIntAttribute(b.node("Softmax", {"x"}, {"y"}), "axis", 1);
+    const ThreeWay r = runOneNode(b, "ort-softmax-axis", x);
+    EXPECT_TRUE(at::equal(r.emulated, r.ort)) << (r.emulated - r.ort).abs().max();
+  }
+  {
+    OnnxBuilder b(11);
+    b.input("x", kFloat, {-1, 40, 6}).output("y", kFloat, {-1, 40, 6});
+    addIntAttribute(b.node("Softmax", {"x"}, {"y"}), "axis", 1);
+    const ThreeWay r = runOneNode(b, "ort-softmax-11", x);
+    EXPECT_TRUE(at::equal(r.emulated, r.ort)) << (r.emulated - r.ort).abs().max();
+    // Opset 11 normalizes over the flattened 240 values, not along the 40.
+    EXPECT_NEAR(r.emulated[0].sum().item<float>(), 1.0f, 1e-5);
+  }
+}
+
+// Both of MLAS's branches (|x| below and above 0.921875), the clamp at 3.925 and signed zeros.
+TEST(OrtFloatEmulation, ErfMatchesOnnxRuntimeBitForBitAcrossBothBranches) {
+  at::manual_seed(15);
+  const at::Tensor x = at::cat({at::linspace(-5, 5, 20001), at::randn({20000}) * 1.5,
+                                at::tensor({0.0f, -0.0f, 0.921875f, -0.921875f, 3.925f, 9.0f})})
+                           .reshape({1, -1});
+  OnnxBuilder b;
+  b.input("x", kFloat, {1, x.size(1)}).output("y", kFloat, {1, x.size(1)});
+  b.node("Erf", {"x"}, {"y"});
+  const ThreeWay r = runOneNode(b, "ort-erf", x);
+  EXPECT_TRUE(at::equal(r.emulated, r.ort))
+      << (r.emulated - r.ort).ne(0).sum().item<int64_t>() << " elements differ";
+  EXPECT_FALSE(at::equal(r.builtin, r.ort));
+  // And it is erf: within a few float32 ulps of the float64 closed form.
+  const at::Tensor exact = at::erf(x.to(at::kDouble));
+  EXPECT_LT((r.emulated.to(at::kDouble) - exact).abs().max().item<double>(), 4e-7);
 }
 
 }  // namespace

@@ -12,10 +12,15 @@
 // bit and, where a quantizer sits on a rounding boundary, one level. Products of two float32
 // values are exact in float64, so acc = float32(float64(acc) + a*b) is a fused multiply-add
 // except in rare double-rounding cases.
+//
+// Softmax and Erf: MLAS computes exp and erf with its own polynomials and sums softmax's
+// exponentials in vector lanes (exec/ops/mlas_kernels.h); ATen's libm-based versions differ in
+// the last bits, which flips quantized levels after attention and GELU.
 #include <ATen/ATen.h>
 
 #include "exec/op_info.h"
 #include "exec/ops/common.h"
+#include "exec/ops/mlas_kernels.h"
 #include "exec/ort_emulation.h"
 
 namespace qforge {
@@ -73,15 +78,56 @@ std::vector<at::Tensor> laneReduceMean(const OpContext& ctx) {
   return {mean};
 }
 
+// ORT's Softmax moves the axis last (opset 13+) or flattens from it (before 13) and runs
+// MlasComputeSoftmax on contiguous rows.
+std::vector<at::Tensor> mlasSoftmax(const OpContext& ctx) {
+  const at::Tensor& x = ctx.input(0);
+  if (x.scalar_type() != at::kFloat || x.numel() == 0) {
+    return OpRegistry::builtin().find("", "Softmax", ctx.opset())->run(ctx);
+  }
+  const int64_t rank = x.dim();
+  const bool per_axis = ctx.opset() >= 13;
+  const int64_t axis = ops::normalizeAxis(ctx, ctx.attrInt("axis", per_axis ? -1 : 1), rank);
+  at::Tensor rows = per_axis ? x.movedim(axis, -1).contiguous() : x.contiguous();
+  int64_t width = 1;  // the row: the axis, or everything from it on before opset 13
+  for (int64_t d = per_axis ? rank - 1 : axis; d < rank; ++d)
+    width *= rows.size(d);
+  at::Tensor y = at::empty_like(rows);
+  const float* in = rows.data_ptr<float>();
+  float* out = y.data_ptr<float>();
+  const mlas::SumExpKernel kernel = mlas::sumExpKernelOfThisCpu();
+  for (int64_t start = 0; start < rows.numel(); start += width)
+    mlas::softmaxRow(in + start, out + start, width, kernel);
+  return {per_axis ? y.movedim(-1, axis) : y};
+}
+
+std::vector<at::Tensor> mlasErf(const OpContext& ctx) {
+  const at::Tensor& x = ctx.input(0);
+  if (x.scalar_type() != at::kFloat) {
+    return OpRegistry::builtin().find("", "Erf", ctx.opset())->run(ctx);
+  }
+  const at::Tensor c = x.contiguous();
+  at::Tensor y = at::empty_like(c);
+  const float* in = c.data_ptr<float>();
+  float* out = y.data_ptr<float>();
+  for (int64_t i = 0; i < c.numel(); ++i)
+    out[i] = mlas::erf(in[i]);
+  return {y};
+}
+
 }  // namespace
 
 void registerOrtFloatOps(OpRegistry& registry) {
+  for (const char* op_type : {"MatMul", "ReduceMean", "Softmax", "Erf"})
+    registry.remove("", op_type);
   registry.add(ops::op("ReduceMean", 1, 17, laneReduceMean));
   registry.add(ops::op("ReduceMean", 18, ops::kLatestOpset, laneReduceMean));
   OpInfo info = ops::op("MatMul", 1, ops::kLatestOpset, sequentialMatMul);
   info.weight_inputs = {1};
   info.weight_channel_axis = 1;
   registry.add(info);
+  registry.add(ops::op("Softmax", 1, ops::kLatestOpset, mlasSoftmax));
+  registry.add(ops::op("Erf", 9, ops::kLatestOpset, mlasErf));
 }
 
 }  // namespace qforge

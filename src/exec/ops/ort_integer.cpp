@@ -760,8 +760,7 @@ const OpRegistry& ortEmulationRegistry() {
     // The built-in table with the ops ORT computes differently replaced; everything else
     // (DequantizeLinear, ConvInteger, MatMulInteger, the float ops) is computed alike.
     OpRegistry r = OpRegistry::builtin();
-    for (const char* op_type :
-         {"QuantizeLinear", "QLinearConv", "QLinearMatMul", "MatMul", "ReduceMean"})
+    for (const char* op_type : {"QuantizeLinear", "QLinearConv", "QLinearMatMul"})
       r.remove("", op_type);
     registerOrtIntegerOps(r);
     registerOrtFloatOps(r);
