@@ -57,10 +57,13 @@ inline data::LoaderOptions loaderOptions(const Graph& graph, int64_t batch, int6
 // Shows "[####......]  41%  4096/10000  1234 img/s  ETA 0:05" on a terminal, redrawn in place.
 class ProgressBar {
  public:
-  ProgressBar(int64_t total, bool enabled) : total_(total), enabled_(enabled) {}
+  // `unit` names what is counted ("img/s", "it/s").
+  ProgressBar(int64_t total, bool enabled, std::string unit = "img")
+      : total_(total), enabled_(enabled), unit_(std::move(unit)) {}
   ~ProgressBar() { clear(); }
 
-  void update(int64_t done, double seconds) {
+  // `note` is shown after the ETA (the loss of a reconstruction, say).
+  void update(int64_t done, double seconds, const std::string& note = "") {
     if (!enabled_ || (secondsSince(last_) < 0.1 && done < total_)) return;
     last_ = Clock::now();
     const int width = 30;
@@ -68,12 +71,12 @@ class ProgressBar {
     const double rate = seconds > 0 ? done / seconds : 0;
     const int64_t eta = rate > 0 ? static_cast<int64_t>((total_ - done) / rate + 0.5) : 0;
     char line[160];
-    std::snprintf(line, sizeof(line), "\r[%s%s] %3d%%  %lld/%lld  %.0f img/s  ETA %lld:%02lld",
+    std::snprintf(line, sizeof(line), "\r[%s%s] %3d%%  %lld/%lld  %.0f %s/s  ETA %lld:%02lld",
                   std::string(filled, '#').c_str(), std::string(width - filled, '.').c_str(),
                   static_cast<int>(100 * done / std::max<int64_t>(total_, 1)),
-                  static_cast<long long>(done), static_cast<long long>(total_), rate,
+                  static_cast<long long>(done), static_cast<long long>(total_), rate, unit_.c_str(),
                   static_cast<long long>(eta / 60), static_cast<long long>(eta % 60));
-    std::cerr << line << std::flush;
+    std::cerr << line << (note.empty() ? "" : "  " + note) << "\033[K" << std::flush;
     drawn_ = true;
   }
   void clear() {
@@ -84,6 +87,7 @@ class ProgressBar {
  private:
   int64_t total_;
   bool enabled_;
+  std::string unit_;
   bool drawn_ = false;
   Clock::time_point last_{};
 };

@@ -1,9 +1,11 @@
 // `qforge quantize MODEL --backend NAME|FILE --calib SOURCE --out DIR`: prepare the model for a
-// backend, calibrate it on real data (naive PTQ), save the prepared model (prepared_io.h), deploy
-// it (deploy.h; unless --no-deploy), and write every quantizer's parameters and a report; with
+// backend, calibrate it on real data (naive PTQ), optionally reconstruct it (--algo adaround,
+// brecq, qdrop; algos/reconstruction.h), save the prepared model (prepared_io.h), deploy it
+// (deploy.h; unless --no-deploy), and write every quantizer's parameters and a report; with
 // --eval, float vs quantized accuracy.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
+#include <sys/resource.h>
 #include <unistd.h>
 #include <nlohmann/json.hpp>
 
@@ -12,9 +14,12 @@
 #include <filesystem>
 #include <iostream>
 #include <map>
+#include <memory>
+#include <optional>
 #include <sstream>
 
 #include "algos/calibrate.h"
+#include "algos/reconstruction.h"
 #include "backends/backend_config.h"
 #include "cli/commands.h"
 #include "cli/eval_support.h"
@@ -29,6 +34,7 @@
 #include "ir/onnx_import.h"
 #include "passes/prepare.h"
 #include "passes/prepared_io.h"
+#include "passes/quant_config.h"
 
 namespace qforge::cli {
 
@@ -48,6 +54,12 @@ struct QuantizeOptions {
   bool json = false;
   bool quiet = false;
   bool no_deploy = false;
+  std::string algo = "naive";
+  int64_t iters = 0;  // 0: the algorithm's max_count
+  int64_t recon_batch = 0;
+  std::string algo_config;
+  std::string cache_limit;
+  uint64_t seed = 0;
 };
 
 using Clock = std::chrono::steady_clock;
@@ -195,6 +207,18 @@ std::string reportText(const nlohmann::json& report, const nlohmann::json& table
       static_cast<long long>(report["calibration"]["batches"].get<int64_t>()),
       s["total"].get<double>(), at::get_num_threads(), at::get_num_threads() == 1 ? "" : "s");
   out << buf;
+  if (report.contains("reconstruction")) {
+    const auto& r = report["reconstruction"];
+    std::snprintf(
+        buf, sizeof(buf),
+        "reconstruct %s (%s): %zu units x %lld iterations of %lld, %.0f it/s, %.1f s; "
+        "cache peak %.1f MiB\n",
+        r["algorithm"].get<std::string>().c_str(), r["pattern"].get<std::string>().c_str(),
+        r["units"].size(), static_cast<long long>(r["max_count"].get<int64_t>()),
+        static_cast<long long>(r["batch"].get<int64_t>()), r["iterations_per_second"].get<double>(),
+        r["seconds"].get<double>(), r["peak_cache_bytes"].get<double>() / (1024.0 * 1024.0));
+    out << buf;
+  }
   out << "wrote     ";
   for (const auto& f : report["files"])
     out << " " << f.get<std::string>();
@@ -204,11 +228,114 @@ std::string reportText(const nlohmann::json& report, const nlohmann::json& table
   return out.str();
 }
 
+// "4G", "512M", "64K" or a byte count.
+int64_t parseBytes(const std::string& text) {
+  size_t used = 0;
+  double value = -1;
+  try {
+    value = std::stod(text, &used);
+  } catch (const std::exception&) {
+  }
+  const std::string suffix = text.substr(std::min(used, text.size()));
+  const double unit = suffix.empty() || suffix == "B"    ? 1
+                      : suffix == "K" || suffix == "KiB" ? 1024.0
+                      : suffix == "M" || suffix == "MiB" ? 1024.0 * 1024
+                      : suffix == "G" || suffix == "GiB" ? 1024.0 * 1024 * 1024
+                                                         : -1;
+  require(value >= 0 && unit > 0,
+          "--cache-limit '" + text + "' is not a size; write bytes or e.g. 512M, 4G");
+  return static_cast<int64_t>(value * unit);
+}
+
+// The reconstruction settings from --algo, --algo-config and the flags, checked before any work.
+algos::ReconstructionConfig reconstructionConfig(const QuantizeOptions& o) {
+  algos::ReconstructionConfig c = algos::reconstructionPreset(o.algo);
+  if (!o.algo_config.empty()) {
+    const std::string text = readFile(o.algo_config);
+    const bool yaml =
+        o.algo_config.size() > 5 && (o.algo_config.substr(o.algo_config.size() - 5) == ".yaml" ||
+                                     o.algo_config.substr(o.algo_config.size() - 4) == ".yml");
+    nlohmann::json j;
+    try {
+      j = yaml ? passes::yamlToJson(text, o.algo_config) : nlohmann::json::parse(text);
+    } catch (const nlohmann::json::exception& e) {
+      throw Error(o.algo_config + ": not valid JSON (" + e.what() + ")");
+    }
+    algos::applyReconstructionKeys(c, j, o.algo_config);
+  }
+  require(o.iters >= 0, "--iters must be positive");
+  require(o.recon_batch >= 0, "--recon-batch must be positive");
+  if (o.iters > 0) c.max_count = o.iters;
+  if (o.recon_batch > 0) c.batch = o.recon_batch;
+  if (!o.cache_limit.empty()) c.cache_limit = parseBytes(o.cache_limit);
+  c.seed = o.seed;
+  return c;
+}
+
+// The first `batches` batches of the calibration data, as one tensor.
+at::Tensor collectInputs(data::BatchLoader& loader, int64_t batches) {
+  loader.reset();
+  std::vector<at::Tensor> parts;
+  while (static_cast<int64_t>(parts.size()) < batches) {
+    auto batch = loader.next();
+    if (!batch) break;
+    parts.push_back(batch->inputs);
+  }
+  require(!parts.empty(), "the calibration data yielded no batch to reconstruct on");
+  return at::cat(parts);
+}
+
+nlohmann::json reconstructionJson(const algos::ReconstructionConfig& c,
+                                  const algos::ReconstructionReport& r, int64_t samples) {
+  nlohmann::json units = nlohmann::json::array();
+  for (const auto& u : r.units) {
+    units.push_back({{"name", u.name},
+                     {"entry", u.entry},
+                     {"exit", u.exit},
+                     {"layers", u.layers},
+                     {"first_rec_loss", u.first_rec_loss},
+                     {"last_rec_loss", u.last_rec_loss},
+                     {"last_round_loss", u.last_round_loss},
+                     {"flipped", u.flipped},
+                     {"cached_samples", u.cached_samples},
+                     {"cached_bytes", u.cached_bytes},
+                     {"recomputed_samples", u.recomputed_samples},
+                     {"seconds", u.seconds}});
+  }
+  return {{"algorithm", c.algorithm},
+          {"pattern", c.pattern == algos::ReconGranularity::Layer ? "layer" : "block"},
+          {"max_count", c.max_count},
+          {"batch", c.batch},
+          {"prob", c.prob},
+          {"scale_lr", c.scale_lr},
+          {"lr", c.lr},
+          {"warm_up", c.warm_up},
+          {"weight", c.weight},
+          {"b_range", {c.b_start, c.b_end}},
+          {"max_block_layers", c.max_block_layers},
+          {"cache_limit", c.cache_limit},
+          {"seed", c.seed},
+          {"samples", samples},
+          {"units", units},
+          {"iterations", r.iterations},
+          {"iterations_per_second", r.iterations_per_second},
+          {"peak_cache_bytes", r.peak_cache_bytes},
+          {"seconds", r.seconds}};
+}
+
+int64_t peakResidentBytes() {
+  struct rusage usage {};
+  ::getrusage(RUSAGE_SELF, &usage);
+  return static_cast<int64_t>(usage.ru_maxrss) * 1024;  // Linux reports KiB
+}
+
 int runQuantize(const QuantizeOptions& o) {
   const auto start = Clock::now();
   require(o.calib_batches > 0, "--calib-batches must be at least 1");
   require(o.calib_batch > 0, "--calib-batch must be at least 1");
   const bool tty = !o.json && !o.quiet && ::isatty(STDERR_FILENO);
+  std::optional<algos::ReconstructionConfig> recon;
+  if (o.algo != "naive") recon = reconstructionConfig(o);
 
   const backends::BackendConfig backend = backends::loadBackend(o.backend);
   passes::PrepareOptions prepare_options;
@@ -231,6 +358,24 @@ int runQuantize(const QuantizeOptions& o) {
       });
   calib_progress.clear();
 
+  nlohmann::json recon_json;
+  if (recon) {
+    const at::Tensor images = collectInputs(calib_loader, o.calib_batches);
+    std::unique_ptr<ProgressBar> bar;
+    const auto recon_start = Clock::now();
+    const algos::ReconstructionReport r =
+        algos::reconstruct(*model, images, *recon, [&](const algos::ReconProgress& p) {
+          if (!bar) bar = std::make_unique<ProgressBar>(p.units * p.iterations, tty, "it");
+          char note[200];
+          std::snprintf(note, sizeof(note), "unit %zu/%zu %s  loss %.4g + %.4g", p.unit + 1,
+                        p.units, p.name.substr(0, 40).c_str(), p.rec_loss, p.round_loss);
+          bar->update(static_cast<int64_t>(p.unit) * p.iterations + p.iteration,
+                      secondsSince(recon_start), note);
+        });
+    if (bar) bar->clear();
+    recon_json = reconstructionJson(*recon, r, images.size(0));
+  }
+
   nlohmann::json report;
   report["model"] = o.model;
   report["backend"] = backend.name;
@@ -248,6 +393,11 @@ int runQuantize(const QuantizeOptions& o) {
   const nlohmann::json table = deploy::quantizerTable(*model);
   report["quantizers"] = table;
   report["seconds"] = {{"prepare", prepare_seconds}, {"calibrate", calibration.seconds}};
+  report["algorithm"] = o.algo;
+  if (recon) {
+    report["reconstruction"] = recon_json;
+    report["seconds"]["reconstruct"] = recon_json["seconds"];
+  }
 
   if (!o.eval.empty()) {
     auto eval_data = openFor(o.eval, float_graph);
@@ -294,6 +444,7 @@ int runQuantize(const QuantizeOptions& o) {
   report["files"] = written;
   report["files"].push_back(report_path);
   report["threads"] = at::get_num_threads();
+  report["peak_rss_bytes"] = peakResidentBytes();
   report["seconds"]["total"] = secondsSince(start);
   writeFileAtomically(report_path, report.dump(2) + "\n");
 
@@ -310,7 +461,9 @@ int runQuantize(const QuantizeOptions& o) {
 std::pair<CLI::App*, std::function<int()>> addQuantizeCommand(CLI::App& app) {
   auto o = std::make_shared<QuantizeOptions>();
   CLI::App* sub = app.add_subcommand(
-      "quantize", "Prepare a model for a backend, calibrate it (naive PTQ), save it and deploy it");
+      "quantize",
+      "Prepare a model for a backend, calibrate it (naive PTQ or reconstruction), save it and "
+      "deploy it");
   sub->add_option("model", o->model, "ONNX model file")->required();
   sub->add_option(
          "--backend", o->backend,
@@ -326,6 +479,20 @@ std::pair<CLI::App*, std::function<int()>> addQuantizeCommand(CLI::App& app) {
   sub->add_option("--eval-limit", o->eval_limit, "Evaluate only the first N samples");
   sub->add_option("--eval-batch", o->eval_batch, "Evaluation batch size")->capture_default_str();
   sub->add_option("--out", o->out, "Output directory")->required();
+  sub->add_option("--algo", o->algo,
+                  "PTQ algorithm after calibration: naive, adaround (layer), brecq (block), "
+                  "qdrop (block, float values kept at random)")
+      ->capture_default_str();
+  sub->add_option("--iters", o->iters,
+                  "Reconstruction iterations per unit (default: the algorithm's max_count, 20000)");
+  sub->add_option("--recon-batch", o->recon_batch, "Reconstruction batch size (default 32)");
+  sub->add_option("--algo-config", o->algo_config,
+                  "Reconstruction settings (.json, .yaml; MQBench's quantize.reconstruction keys)");
+  sub->add_option("--cache-limit", o->cache_limit,
+                  "Memory for cached unit inputs/outputs (e.g. 512M, 4G; default 4G); beyond it "
+                  "they are recomputed");
+  sub->add_option("--seed", o->seed, "Seed for reconstruction's batches and QDrop")
+      ->capture_default_str();
   sub->add_flag("--no-deploy", o->no_deploy,
                 "Save the prepared model only; `qforge deploy` writes the deploy files later");
   sub->add_flag("--json", o->json, "Print the report as JSON");

@@ -1,0 +1,283 @@
+#include "algos/reconstruction.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+
+#include <chrono>
+#include <cmath>
+#include <memory>
+#include <set>
+
+#include "algos/adam.h"
+#include "algos/calibrate.h"
+#include "algos/recon_data.h"
+#include "core/error.h"
+#include "passes/fake_quantize_node.h"
+#include "quant/fake_quantizers/adaround.h"
+#include "quant/fake_quantizers/fixed.h"
+#include "quant/fake_quantizers/lsq.h"
+
+namespace qforge::algos {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double secondsSince(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// A weight of the unit with its AdaRound rounding.
+struct RoundedWeight {
+  const Value* weight;  // the initializer its quantizer reads
+  std::unique_ptr<quant::AdaRoundFakeQuantizer> rounding;
+};
+
+// An activation quantizer of the unit whose scale is learned here.
+struct LearnedScale {
+  quant::FixedFakeQuantizer* target;
+  std::unique_ptr<quant::LsqFakeQuantizer> lsq;
+};
+
+// beta of the rounding regulariser at iteration `it` (MQBench's LinearTempDecay).
+double betaAt(const ReconstructionConfig& c, int64_t it) {
+  const double start = c.warm_up * static_cast<double>(c.max_count);
+  if (it < start) return c.b_start;
+  const double rel = (it - start) / std::max(1.0, c.max_count - start);
+  return c.b_end + (c.b_start - c.b_end) * std::max(0.0, 1.0 - rel);
+}
+
+void checkConfig(const ReconstructionConfig& c) {
+  require(c.max_count > 0, "reconstruction needs max_count > 0 iterations");
+  require(c.batch > 0, "reconstruction batch must be positive");
+  require(c.prob > 0.0 && c.prob <= 1.0, "prob must be in (0, 1]");
+  require(c.warm_up >= 0.0 && c.warm_up < 1.0, "warm_up must be in [0, 1)");
+  require(c.weight >= 0.0 && c.scale_lr >= 0.0 && c.lr > 0.0,
+          "weight and scale_lr must be >= 0, lr > 0");
+  require(c.b_start >= c.b_end && c.b_end > 0, "b_range must run down from high to low (> 0)");
+  require(c.cache_limit >= 0, "cache_limit must be >= 0 bytes");
+}
+
+// Everything one unit trains, wired into `executor` by hooks on its quantizers' outputs.
+class UnitTraining {
+ public:
+  UnitTraining(passes::PreparedModel& model, Executor& executor, const ReconUnit& unit,
+               const ReconstructionConfig& config, std::set<std::string>& learned_scales,
+               at::Generator generator)
+      : executor_(executor), prob_(config.prob), generator_(generator) {
+    for (const Node* n : unit.weight_quantizers)
+      addWeight(model, *n);
+    for (const Node* n : unit.act_quantizers)
+      addActivation(model, *n, config.scale_lr > 0, learned_scales);
+  }
+  ~UnitTraining() {
+    for (int64_t id : hooks_)
+      executor_.removeHook(id);
+  }
+  UnitTraining(const UnitTraining&) = delete;
+  UnitTraining& operator=(const UnitTraining&) = delete;
+
+  std::vector<at::Tensor> roundingVariables() const {
+    std::vector<at::Tensor> v;
+    for (const RoundedWeight& w : weights_)
+      v.push_back(w.rounding->roundingVariable());
+    return v;
+  }
+  std::vector<at::Tensor> scales() const {
+    std::vector<at::Tensor> s;
+    for (const auto& [name, l] : scales_) {
+      for (const at::Tensor& p : l.lsq->parameters())
+        s.push_back(p);
+    }
+    return s;
+  }
+  at::Tensor roundingLoss(double beta) const {
+    at::Tensor sum = at::zeros({});
+    for (const RoundedWeight& w : weights_)
+      sum = sum + w.rounding->roundingRegularizer(beta);
+    return sum;
+  }
+
+  // Hard rounding: the rounded weights into `rounded`, the learned scales into the model's
+  // quantizers. Returns the share of weights rounded otherwise than to nearest.
+  double finish(std::map<std::string, at::Tensor>& rounded, std::set<std::string>& learned) {
+    at::NoGradGuard no_grad;
+    int64_t flipped = 0, total = 0;
+    for (RoundedWeight& w : weights_) {
+      const at::Tensor& original = w.weight->initializer();
+      w.rounding->setRounding(quant::AdaRoundFakeQuantizer::Rounding::Nearest);
+      const at::Tensor nearest = w.rounding->forward(original);
+      w.rounding->setRounding(quant::AdaRoundFakeQuantizer::Rounding::Hard);
+      const at::Tensor hard = w.rounding->forward(original).detach().clone();
+      flipped += hard.ne(nearest).sum().item<int64_t>();
+      total += hard.numel();
+      rounded[w.weight->name()] = hard;
+    }
+    for (auto& [name, l] : scales_) {
+      l.target->setQParams(l.lsq->qparams());
+      learned.insert(name);
+    }
+    return total == 0 ? 0.0 : static_cast<double>(flipped) / static_cast<double>(total);
+  }
+
+ private:
+  void addWeight(passes::PreparedModel& model, const Node& node) {
+    quant::FakeQuantizer* q = model.quantizer(passes::quantizerOf(node));
+    require(q != nullptr, node.describe() + " runs an unknown quantizer");
+    const Value* weight = node.input(0);
+    if (!weight->isInitializer()) {
+      throw Error("AdaRound rounds initializers: quantizer '" + q->name() + "' reads '" +
+                  weight->name() + "', which " + weight->producer()->describe() +
+                  " computes; fold constants into the weight before preparing");
+    }
+    if (!q->affine()) {
+      throw Error("AdaRound needs an affine weight grid: quantizer '" + q->name() + "' (" +
+                  q->kind() + ") has none");
+    }
+    auto rounding = std::make_unique<quant::AdaRoundFakeQuantizer>(q->name(), q->scheme(), nullptr);
+    rounding->setQParams(q->qparams());
+    rounding->initRounding(weight->initializer());
+    quant::AdaRoundFakeQuantizer* r = rounding.get();
+    hooks_.push_back(
+        executor_.addHook(node.output(0)->name(), [r, weight](const Value&, const at::Tensor&) {
+          return r->forward(weight->initializer());
+        }));
+    weights_.push_back(RoundedWeight{weight, std::move(rounding)});
+  }
+
+  void addActivation(passes::PreparedModel& model, const Node& node, bool learn_scale,
+                     const std::set<std::string>& learned) {
+    const std::string name = passes::quantizerOf(node);
+    quant::FakeQuantizer* q = model.quantizer(name);
+    require(q != nullptr, node.describe() + " runs an unknown quantizer");
+    auto* fixed = dynamic_cast<quant::FixedFakeQuantizer*>(q);
+    LearnedScale* scale = nullptr;
+    if (learn_scale && fixed != nullptr && !q->scheme().power_of_two_scale &&
+        !learned.count(name)) {
+      auto it = scales_.find(name);
+      if (it == scales_.end()) {
+        auto lsq = std::make_unique<quant::LsqFakeQuantizer>(name, q->scheme(), nullptr);
+        lsq->setQParams(q->qparams());
+        it = scales_.emplace(name, LearnedScale{fixed, std::move(lsq)}).first;
+      }
+      scale = &it->second;
+    }
+    if (scale == nullptr && prob_ >= 1.0) return;  // the model's own quantizer does it all
+    // The quantizer's input, kept for the replacement and for QDrop's float values.
+    const std::string in = node.input(0)->name();
+    auto kept = std::make_shared<at::Tensor>();
+    hooks_.push_back(executor_.addHook(in, [kept](const Value&, const at::Tensor& t) {
+      *kept = t;
+      return t;
+    }));
+    quant::LsqFakeQuantizer* lsq = scale ? scale->lsq.get() : nullptr;
+    const double prob = prob_;
+    at::Generator generator = generator_;
+    hooks_.push_back(executor_.addHook(
+        node.output(0)->name(), [kept, lsq, prob, generator](const Value&, const at::Tensor& t) {
+          at::Tensor y = lsq ? lsq->forward(*kept) : t;
+          if (prob >= 1.0) return y;
+          const at::Tensor u = at::rand(y.sizes(), generator, y.options().requires_grad(false));
+          return at::where(u < prob, y, *kept);
+        }));
+  }
+
+  Executor& executor_;
+  double prob_;
+  at::Generator generator_;
+  std::vector<RoundedWeight> weights_;
+  std::map<std::string, LearnedScale> scales_;
+  std::vector<int64_t> hooks_;
+};
+
+}  // namespace
+
+ReconstructionReport reconstruct(passes::PreparedModel& model, const at::Tensor& images,
+                                 const ReconstructionConfig& config,
+                                 const ReconProgressFn& progress) {
+  checkConfig(config);
+  const auto start = Clock::now();
+  require(images.dim() >= 1 && images.size(0) >= config.batch,
+          "a reconstruction batch of " + std::to_string(config.batch) + " needs at least " +
+              std::to_string(config.batch) + " calibration samples, got " +
+              std::to_string(images.dim() >= 1 ? images.size(0) : 0) +
+              "; use more calibration data or a smaller batch");
+  for (quant::FakeQuantizer* q : model.quantizers()) {
+    require(!q->affine() || q->observer() == nullptr || q->observer()->hasData() ||
+                q->state().count("scale"),
+            "quantizer '" + q->name() + "' was never calibrated; calibrate before reconstructing");
+  }
+  const std::vector<ReconUnit> units =
+      findReconUnits(model.graph(), config.pattern, config.max_block_layers);
+
+  OpRegistry registry = passes::registryWithFakeQuantize(
+      [&model](const std::string& n) { return model.quantizer(n); });
+  Executor plain(model.graph(), {}, registry);
+  Executor train(model.graph(), ExecutorOptions{/*enable_grad=*/true}, registry);
+  at::Generator generator = at::make_generator<at::CPUGeneratorImpl>(config.seed);
+
+  ReconstructionReport report;
+  std::map<std::string, at::Tensor> rounded;
+  std::set<std::string> learned_scales;
+  model.setMode(quant::FakeQuantMode::Quantization);
+  for (size_t u = 0; u < units.size(); ++u) {
+    const ReconUnit& unit = units[u];
+    const auto unit_start = Clock::now();
+    UnitData data(model, plain, images, unit, rounded, config.prob < 1.0, config.cache_limit);
+    UnitTraining training(model, train, unit, config, learned_scales, generator);
+    Adam rounding_opt(training.roundingVariables(), config.lr);
+    Adam scale_opt(training.scales(), config.scale_lr);
+
+    UnitReport r;
+    r.name = unit.name;
+    r.entry = unit.entry;
+    r.exit = unit.exit;
+    r.layers = unit.weighted.size();
+    const int64_t n = images.size(0);
+    for (int64_t it = 0; it < config.max_count; ++it) {
+      const at::Tensor indices = at::randperm(n, generator, at::kLong).narrow(0, 0, config.batch);
+      const UnitBatch b = data.gather(indices);
+      at::Tensor input = b.quant_input;
+      if (config.prob < 1.0) {
+        const at::Tensor u01 = at::rand(input.sizes(), generator, input.options());
+        input = at::where(u01 < config.prob, b.quant_input, b.float_input);
+      }
+      const at::Tensor out = train.run({{unit.entry, input}}, {unit.exit}).at(unit.exit);
+      const at::Tensor diff = out - b.float_output;
+      const at::Tensor rec = out.dim() >= 2 ? diff.pow(2).sum(1).mean() : diff.pow(2).mean();
+      const bool regularize = it >= config.warm_up * static_cast<double>(config.max_count);
+      const at::Tensor round =
+          regularize ? training.roundingLoss(betaAt(config, it)) * config.weight : at::zeros({});
+      (rec + round).backward();
+      rounding_opt.step();
+      if (!scale_opt.parameters().empty()) {
+        scale_opt.setLearningRate(config.scale_lr * 0.5 *
+                                  (1.0 + std::cos(M_PI * static_cast<double>(it) /
+                                                  static_cast<double>(config.max_count))));
+        scale_opt.step();
+      }
+      const double rec_value = rec.item<double>();
+      if (it == 0) r.first_rec_loss = rec_value;
+      r.last_rec_loss = rec_value;
+      r.last_round_loss = round.item<double>();
+      if (progress) {
+        progress(ReconProgress{u, units.size(), unit.name, it + 1, config.max_count, rec_value,
+                               r.last_round_loss});
+      }
+    }
+    r.flipped = training.finish(rounded, learned_scales);
+    r.cached_samples = data.cachedSamples();
+    r.cached_bytes = data.cachedBytes();
+    r.recomputed_samples = data.recomputedSamples();
+    r.seconds = secondsSince(unit_start);
+    report.peak_cache_bytes = std::max(report.peak_cache_bytes, r.cached_bytes);
+    report.iterations += config.max_count;
+    report.units.push_back(r);
+  }
+  for (const auto& [name, w] : rounded)
+    model.graph().value(name)->setInitializer(w);
+  model.setMode(quant::FakeQuantMode::Quantization);
+  report.seconds = secondsSince(start);
+  report.iterations_per_second = report.iterations / std::max(report.seconds, 1e-9);
+  return report;
+}
+
+}  // namespace qforge::algos

@@ -1,0 +1,122 @@
+// Reconstruction units on a prepared residual CNN: which nodes form each layer and block, and
+// that feeding a unit's entry value runs exactly what produces its exit value.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "algos/recon_units.h"
+#include "core/error.h"
+#include "passes/fake_quantize_node.h"
+#include "support/quant_graphs.h"
+#include "support/residual_graph.h"
+
+namespace qforge::testing {
+namespace {
+
+using algos::findReconUnits;
+using algos::ReconGranularity;
+using algos::ReconUnit;
+
+std::unique_ptr<passes::PreparedModel> preparedResidualCnn() {
+  auto m = passes::prepare(residualCnn(), tinyBackend());
+  calibrateOn(*m, at::randn({8, 2, 6, 6}));
+  return m;
+}
+
+std::vector<std::string> weightedNames(const ReconUnit& u) {
+  std::vector<std::string> names;
+  for (const Node* n : u.weighted)
+    names.push_back(n->name());
+  return names;
+}
+
+int countOps(const ReconUnit& u, const std::string& op) {
+  return static_cast<int>(std::count_if(u.nodes.begin(), u.nodes.end(),
+                                        [&](const Node* n) { return n->opType() == op; }));
+}
+
+TEST(ReconUnits, LayersEndAtTheNextQuantizerForkOrResidualAdd) {
+  auto m = preparedResidualCnn();
+  const auto units = findReconUnits(m->graph(), ReconGranularity::Layer);
+  ASSERT_EQ(units.size(), 6u);
+  const std::vector<std::pair<std::string, std::string>> expected = {
+      {"x", "relu_a_out"},          {"relu_a_out", "relu_b_out"},
+      {"relu_b_out", "conv_c_out"}, {"relu_add_out", "relu_d_out"},
+      {"relu_d_out", "flat_out"},   {"flat_out", "y"}};
+  const std::vector<std::string> anchors = {"conv_a", "conv_b", "conv_c", "conv_d", "conv_e", "fc"};
+  for (size_t i = 0; i < units.size(); ++i) {
+    SCOPED_TRACE(anchors[i]);
+    EXPECT_EQ(units[i].entry, expected[i].first);
+    EXPECT_EQ(units[i].exit, expected[i].second);
+    EXPECT_EQ(weightedNames(units[i]), std::vector<std::string>{anchors[i]});
+    EXPECT_EQ(units[i].weight_quantizers.size(), 1u);  // the bias stays float in this backend
+    EXPECT_EQ(units[i].act_quantizers.size(), 1u);     // the layer's own input quantizer
+    EXPECT_FALSE(units[i].residual);
+  }
+  EXPECT_EQ(countOps(units[4], "GlobalAveragePool"), 1);  // conv_e's chain runs to the Flatten
+}
+
+TEST(ReconUnits, BlocksFollowTheResidualAndGroupPlainLayers) {
+  auto m = preparedResidualCnn();
+  const auto units = findReconUnits(m->graph(), ReconGranularity::Block, 3);
+  ASSERT_EQ(units.size(), 3u);
+  // Each block ends with the quantizer the next one reads through ("fq/<value>_out").
+  EXPECT_EQ(weightedNames(units[0]), std::vector<std::string>{"conv_a"});
+  EXPECT_EQ(units[0].entry, "x");
+  EXPECT_EQ(units[0].exit, "fq/relu_a_out_out");
+  EXPECT_EQ(weightedNames(units[1]), (std::vector<std::string>{"conv_b", "conv_c"}));
+  EXPECT_TRUE(units[1].residual);
+  EXPECT_EQ(units[1].entry, "fq/relu_a_out_out");
+  EXPECT_EQ(units[1].exit, "fq/relu_add_out_out");
+  EXPECT_EQ(countOps(units[1], "Add"), 1);
+  EXPECT_EQ(weightedNames(units[2]), (std::vector<std::string>{"conv_d", "conv_e", "fc"}));
+  EXPECT_EQ(units[2].exit, "y");
+  EXPECT_EQ(units[2].name, "conv_d..fc");
+
+  // One layer per group: the plain layers stand alone, the weightless pool joins conv_e.
+  const auto single = findReconUnits(m->graph(), ReconGranularity::Block, 1);
+  ASSERT_EQ(single.size(), 5u);
+  EXPECT_EQ(weightedNames(single[1]), (std::vector<std::string>{"conv_b", "conv_c"}));
+  EXPECT_EQ(countOps(single[3], "GlobalAveragePool"), 1);
+  EXPECT_EQ(single[4].entry, "fq/flat_out_out");
+  EXPECT_EQ(weightedNames(single[4]), std::vector<std::string>{"fc"});
+}
+
+TEST(ReconUnits, FeedingTheEntryRunsExactlyTheUnit) {
+  auto m = preparedResidualCnn();
+  const at::Tensor x = at::randn({4, 2, 6, 6});
+  for (ReconGranularity g : {ReconGranularity::Layer, ReconGranularity::Block}) {
+    for (const ReconUnit& u : findReconUnits(m->graph(), g)) {
+      SCOPED_TRACE(u.name);
+      TensorMap whole = m->executor().run({{"x", x}}, {u.entry, u.exit});
+      TensorMap part = m->executor().run({{u.entry, whole.at(u.entry)}}, {u.exit});
+      EXPECT_TRUE(at::equal(part.at(u.exit), whole.at(u.exit)));
+      // Every node of the unit lies between the two values; nothing before the entry is in it.
+      for (const Node* n : u.nodes)
+        EXPECT_NE(n->output(0)->name(), u.entry);
+    }
+  }
+}
+
+TEST(ReconUnits, AGraphWithoutQuantizedWeightsHasNothingToReconstruct) {
+  Graph g;
+  Value* x = g.addValue("x");
+  g.addInput(x);
+  Node* r = g.addNode("Relu", {x}, {"y"}, "relu");
+  g.addOutput(r->output(0));
+  try {
+    findReconUnits(g, ReconGranularity::Block);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("nothing to reconstruct"), std::string::npos) << e.what();
+  }
+}
+
+TEST(ReconUnits, NodesBetweenRefusesARegionWithASecondInput) {
+  auto m = preparedResidualCnn();
+  // From relu_b's output alone, the Add's other input (relu_a) cannot be computed.
+  EXPECT_THROW(algos::nodesBetween(m->graph(), "relu_b_out", "relu_add_out"), Error);
+}
+
+}  // namespace
+}  // namespace qforge::testing

@@ -1,0 +1,198 @@
+// AdaRound, BRECQ and QDrop on a tiny residual CNN with 3-bit weights: the rounded weights stay on
+// their grid within one step of the float weight, the quantized model's output moves closer to
+// the float model's than round-to-nearest leaves it, runs repeat for a seed, and a cache budget
+// of zero recomputes instead of failing. Bad input gets clear errors.
+#include <gtest/gtest.h>
+
+#include "algos/reconstruction.h"
+#include "core/error.h"
+#include "passes/fake_quantize_node.h"
+#include "support/quant_graphs.h"
+#include "support/residual_graph.h"
+
+namespace qforge::testing {
+namespace {
+
+using algos::reconstruct;
+using algos::ReconstructionConfig;
+using algos::reconstructionPreset;
+
+const at::Tensor& calibrationImages() {
+  static const at::Tensor images = [] {
+    at::manual_seed(21);
+    return at::randn({96, 2, 6, 6});
+  }();
+  return images;
+}
+
+nlohmann::json lowBitBackend() {
+  return tinyBackendDocument({{"weight", {{"bits", 3}}}, {"activation", {{"bits", 6}}}});
+}
+
+std::unique_ptr<passes::PreparedModel> calibratedModel() {
+  auto m = passes::prepare(residualCnn(), backends::parseBackendConfig(lowBitBackend(), "test"));
+  calibrateOn(*m, calibrationImages());
+  return m;
+}
+
+// Mean squared distance between the model's output and the float graph's on the calibration set.
+double outputError(passes::PreparedModel& m) {
+  static const at::Tensor reference = [] {
+    Graph g = residualCnn();
+    return Executor(g).run({{"x", calibrationImages()}}).at("y");
+  }();
+  const at::Tensor y = m.executor().run({{"x", calibrationImages()}}).at("y");
+  return (y - reference).pow(2).mean().item<double>();
+}
+
+ReconstructionConfig quick(const std::string& algorithm, int64_t iterations = 300) {
+  ReconstructionConfig c = reconstructionPreset(algorithm);
+  c.max_count = iterations;
+  c.batch = 16;
+  c.seed = 5;
+  return c;
+}
+
+// The weight each conv/Gemm reads, by initializer name.
+std::map<std::string, at::Tensor> weights(const passes::PreparedModel& m) {
+  std::map<std::string, at::Tensor> w;
+  for (const Value* v : m.graph().initializers()) {
+    if (v->name().size() > 2 && v->name().substr(v->name().size() - 2) == ".w") {
+      w[v->name()] = v->initializer().clone();
+    }
+  }
+  return w;
+}
+
+TEST(Reconstruction, AdaRoundKeepsWeightsOnTheirGridWithinOneStepAndLowersTheOutputError) {
+  auto m = calibratedModel();
+  const double naive = outputError(*m);
+  const auto before = weights(*m);
+  const auto report = reconstruct(*m, calibrationImages(), quick("adaround", 2000));
+  ASSERT_EQ(report.units.size(), 6u);
+  EXPECT_EQ(report.iterations, 6 * 2000);
+  const double reconstructed = outputError(*m);
+  EXPECT_LT(reconstructed, naive * 0.9) << "naive " << naive << ", AdaRound " << reconstructed;
+
+  double flipped = 0;
+  for (const auto& u : report.units)
+    flipped += u.flipped;
+  EXPECT_GT(flipped, 0.0);  // some weights rounded away from nearest
+  for (const Node* n : m->graph().nodes()) {
+    if (!passes::isFakeQuantize(n) || !n->input(0)->isInitializer()) continue;
+    const std::string w = n->input(0)->name();
+    if (!before.count(w)) continue;
+    SCOPED_TRACE(w);
+    const quant::QParams p = m->quantizer(passes::quantizerOf(*n))->qparams();
+    std::vector<int64_t> shape(before.at(w).dim(), 1);
+    shape[0] = -1;  // per output channel
+    const at::Tensor s = p.scale.reshape(shape);
+    const at::Tensor after = n->input(0)->initializer();
+    const at::Tensor levels = after / s;
+    EXPECT_LT((levels - levels.round()).abs().max().item<double>(), 1e-3);         // on the grid
+    EXPECT_TRUE(((after - before.at(w)).abs() <= s * 1.0001).all().item<bool>());  // floor or ceil
+    EXPECT_LE(levels.round().abs().max().item<double>(), 4.0);  // 3-bit signed: [-4, 3]
+  }
+}
+
+TEST(Reconstruction, BrecqAndQDropLowerTheOutputErrorAndRepeatForASeed) {
+  for (const char* algorithm : {"brecq", "qdrop"}) {
+    SCOPED_TRACE(algorithm);
+    auto first = calibratedModel();
+    const double naive = outputError(*first);
+    const auto report = reconstruct(*first, calibrationImages(), quick(algorithm));
+    ASSERT_EQ(report.units.size(), 3u);
+    EXPECT_TRUE(report.units[1].layers == 2);
+    EXPECT_LT(outputError(*first), naive * 0.9);
+
+    auto second = calibratedModel();
+    reconstruct(*second, calibrationImages(), quick(algorithm));
+    for (const auto& [name, w] : weights(*first))
+      EXPECT_TRUE(at::equal(w, weights(*second).at(name))) << name;
+  }
+}
+
+TEST(Reconstruction, QDropLearnsActivationScalesAndLeavesThemInTheModel) {
+  auto m = calibratedModel();
+  std::map<std::string, double> before;
+  for (quant::FakeQuantizer* q : m->quantizers())
+    before[q->name()] = q->qparams().scale[0].item<double>();
+  ReconstructionConfig c = quick("qdrop");
+  c.scale_lr = 1e-3;
+  reconstruct(*m, calibrationImages(), c);
+  int moved = 0;
+  for (quant::FakeQuantizer* q : m->quantizers())
+    moved += q->qparams().scale[0].item<double>() != before.at(q->name());
+  EXPECT_GT(moved, 0);
+  c = quick("qdrop");
+  c.scale_lr = 0;  // scales stay as calibrated
+  auto fixed = calibratedModel();
+  reconstruct(*fixed, calibrationImages(), c);
+  for (quant::FakeQuantizer* q : fixed->quantizers()) {
+    if (q->scheme().perChannel()) continue;
+    EXPECT_EQ(q->qparams().scale[0].item<double>(), before.at(q->name())) << q->name();
+  }
+}
+
+TEST(Reconstruction, AZeroCacheBudgetRecomputesEveryBatchAndGivesTheSameWeights) {
+  auto cached = calibratedModel();
+  const auto full = reconstruct(*cached, calibrationImages(), quick("brecq"));
+  EXPECT_EQ(full.units[0].cached_samples, 96);
+  EXPECT_EQ(full.units[0].recomputed_samples, 0);
+  auto streamed = calibratedModel();
+  ReconstructionConfig c = quick("brecq");
+  c.cache_limit = 0;
+  const auto none = reconstruct(*streamed, calibrationImages(), c);
+  EXPECT_EQ(none.peak_cache_bytes, 0);
+  EXPECT_EQ(none.units[0].cached_samples, 0);
+  EXPECT_EQ(none.units[0].recomputed_samples, 300 * 16);
+  const auto a = weights(*cached), b = weights(*streamed);
+  for (const auto& [name, w] : a)
+    EXPECT_TRUE(at::allclose(w, b.at(name))) << name;
+  // A budget between the two caches part of the samples.
+  auto partial = calibratedModel();
+  c.cache_limit = full.units[0].cached_bytes / 2;
+  const auto half = reconstruct(*partial, calibrationImages(), c);
+  EXPECT_GT(half.units[0].cached_samples, 0);
+  EXPECT_LT(half.units[0].cached_samples, 96);
+  EXPECT_LE(half.peak_cache_bytes, c.cache_limit);
+}
+
+std::string errorOf(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(Reconstruction, BadInputGetsOneClearError) {
+  auto m = calibratedModel();
+  ReconstructionConfig c = quick("qdrop");
+  c.batch = 200;
+  EXPECT_NE(errorOf([&] {
+              reconstruct(*m, calibrationImages(), c);
+            }).find("a reconstruction batch of 200 needs at least 200 calibration samples, got 96"),
+            std::string::npos);
+  EXPECT_NE(errorOf([] {
+              reconstructionPreset("optq");
+            }).find("unknown reconstruction algorithm 'optq'; known: adaround, brecq, qdrop"),
+            std::string::npos);
+  c = quick("qdrop");
+  c.prob = 0;
+  EXPECT_NE(errorOf([&] { reconstruct(*m, calibrationImages(), c); }).find("prob"),
+            std::string::npos);
+  // Weights on a logarithmic (non-affine) grid have no levels for AdaRound to choose between.
+  nlohmann::json doc = lowBitBackend();
+  doc["weight"]["fake_quantizer"] = "NNIE";
+  doc["weight"]["observer"] = "MinMax";
+  doc["weight"]["per_channel"] = false;  // NNIE's log grid is per tensor
+  auto nnie = passes::prepare(residualCnn(), backends::parseBackendConfig(doc, "test"));
+  calibrateOn(*nnie, calibrationImages());
+  const std::string e = errorOf([&] { reconstruct(*nnie, calibrationImages(), quick("brecq")); });
+  EXPECT_NE(e.find("AdaRound needs an affine weight grid"), std::string::npos) << e;
+}
+
+}  // namespace
+}  // namespace qforge::testing
