@@ -15,9 +15,9 @@
 // - QuantizeLinear: x / scale in float32, clamped before rounding; NaN becomes the lowest value
 //   (MAXPS returns its second operand), where the reference gives the zero point.
 // - QLinearAdd: ratios a_scale / c_scale and b_scale / c_scale in float32, a fixed part
-//   c_zp - (ra * a_zp + rb * b_zp), then per element fma(a, ra, fma(b, rb, fixed)) on the raw
-//   8-bit values (a broadcast operand is folded into the fixed part first), rounded half to even
-//   and saturated.
+//   c_zp - fma(ra, a_zp, rb * b_zp) (the compiler contracts MLAS's C++ expression), then per
+//   element fma(a, ra, fma(b, rb, fixed)) on the raw 8-bit values (a broadcast operand is folded
+//   into the fixed part first), rounded half to even and saturated.
 // - QLinearMul: (a - a_zp) * (b - b_zp) exactly in int32, times a_scale * b_scale / c_scale, plus
 //   c_zp, all in float32 without fusing, rounded half to even, saturated.
 // - QLinearGlobalAveragePool: sum - x_zp * pixels in int32, multiplier x_scale / (y_scale *
@@ -466,8 +466,9 @@ void addKernel(const BinaryOperands& p, SpanKind kind, const at::Tensor& a, cons
   const float rb = p.b_scale / p.c_scale;
   const float za = static_cast<float>(p.a_zp), zb = static_cast<float>(p.b_zp);
   // Each step is one float32 operation: qforge targets baseline x86-64, so the compiler has no
-  // FMA to contract the unfused ones into, and std::fmaf is exact wherever it runs.
-  const float products = ra * za + rb * zb;
+  // FMA to contract the unfused ones into, and std::fmaf is exact wherever it runs. ORT's build
+  // contracts the zero-point products into one FMA (tests/verify/ort_qlinear_add_test.cpp).
+  const float products = std::fmaf(ra, za, rb * zb);
   const float fixed = static_cast<float>(p.c_zp) - products;
   const Range r = rangeOf(p.type);
   const T* pa = a.data_ptr<T>();
