@@ -684,6 +684,12 @@ def main():
 
     threads = thread_count()
     torch.set_num_threads(threads)
+    load = os.getloadavg()[0]
+    if threads > 1 and load >= 1.0 and os.environ.get("OMP_WAIT_POLICY", "").upper() != "PASSIVE":
+        # libgomp's threads spin between ops; on a busy machine (nice 19 especially) they spin
+        # against other processes and the loop runs up to 20x slower than on one thread.
+        log(f"warning: load average {load:.1f} with {threads} OpenMP threads: timings are "
+            f"unreliable; use QFORGE_NUM_THREADS=1 or OMP_WAIT_POLICY=PASSIVE (bench/README.md)")
     graph = OnnxGraph(args.model)
     blocks = find_residual_blocks(graph)
     if not blocks:
@@ -745,6 +751,7 @@ def main():
         "b_range": list(BETA_RANGE), "lr": LEARNING_RATE, "zeta": ZETA, "gamma": GAMMA,
         "input_quant": input_quant.describe(), "mid_quant": qblock.mid_quant.describe(),
         "torch": torch.__version__, "python": platform.python_version(),
+        "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", ""), "load_average_at_start": load,
     }
     print(f"PyTorch eager reconstruction, block {block.index} ({block.name}) "
           f"{tuple(fp_in.shape[1:])} -> {tuple(fp_out.shape[1:])}, W{args.wbits}A{args.abits}, "
