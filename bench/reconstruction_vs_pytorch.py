@@ -684,12 +684,6 @@ def main():
 
     threads = thread_count()
     torch.set_num_threads(threads)
-    load = os.getloadavg()[0]
-    if threads > 1 and load >= 1.0 and os.environ.get("OMP_WAIT_POLICY", "").upper() != "PASSIVE":
-        # libgomp's threads spin between ops; on a busy machine (nice 19 especially) they spin
-        # against other processes and the loop runs up to 20x slower than on one thread.
-        log(f"warning: load average {load:.1f} with {threads} OpenMP threads: timings are "
-            f"unreliable; use QFORGE_NUM_THREADS=1 or OMP_WAIT_POLICY=PASSIVE (bench/README.md)")
     graph = OnnxGraph(args.model)
     blocks = find_residual_blocks(graph)
     if not blocks:
@@ -702,6 +696,12 @@ def main():
     if args.check_float:
         return 0 if check_float(graph, block, qblock, args.samples) else 1
 
+    load = os.getloadavg()[0]
+    if threads > 1 and load >= 1.0 and os.environ.get("OMP_WAIT_POLICY", "").upper() != "PASSIVE":
+        # libgomp's threads spin between ops; on a busy machine (nice 19 especially) they spin
+        # against other processes and the loop runs up to 20x slower than on one thread.
+        log(f"warning: load average {load:.1f} with {threads} OpenMP threads: timings are "
+            f"unreliable; use QFORGE_NUM_THREADS=1 or OMP_WAIT_POLICY=PASSIVE (bench/README.md)")
     torch.manual_seed(args.seed)
     generator = torch.Generator().manual_seed(args.seed)
     fp_in, fp_out = cache_block_data(graph, block, fashion_images("train", args.samples))
