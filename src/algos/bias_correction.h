@@ -49,7 +49,8 @@ using BiasCorrectionProgress = std::function<void(int64_t, int64_t)>;
 // quantizer's mode is restored at the end.
 //
 // Throws qforge::Error when a quantizer has no parameters (the model was not calibrated), when
-// `batches` < 1 or the loader yields nothing, and for a bias that is not an initializer.
+// `batches` < 1 or the loader yields nothing. A bias that is computed (not an initializer) or a
+// Gemm C that varies along rows leaves its unit skipped, with the reason.
 BiasCorrectionResult correctBias(passes::PreparedModel& model, data::BatchLoader& loader,
                                  int64_t batches, const BiasCorrectionProgress& progress = {});
 
