@@ -672,6 +672,9 @@ def main():
                    help="untimed iterations before the measured run")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", metavar="FILE", help="write the results and the configuration to FILE")
+    p.add_argument("--qforge", metavar="PATH",
+                   help="also time qforge's engine (qforge quantize --algo qdrop, learned "
+                        "activation scales off as here) on the same block and print the ratio")
     args = p.parse_args()
 
     for name in ("wbits", "abits"):
@@ -763,11 +766,52 @@ def main():
           f"{hardened_loss:.5g}")
     print(f"  peak RSS              {peak_rss / 2**20:.1f} MiB  (resident before the loop "
           f"{rss_before_loop / 2**20:.1f} MiB, of which cache {cache_bytes / 2**20:.1f} MiB)")
+    if args.qforge:
+        results["qforge"] = time_qforge(args, block, threads)
+        q = results["qforge"]
+        q["ratio_vs_pytorch"] = q["iterations_per_second"] / results["iterations_per_second"]
+        print(f"qforge engine, unit {q['unit']!r}: {q['iterations_per_second']:.1f} it/s "
+              f"({q['iterations']} iterations in {q['seconds']:.2f} s, its cache building "
+              f"included), {q['ratio_vs_pytorch']:.2f}x PyTorch eager; peak RSS "
+              f"{q['peak_rss_bytes'] / 2**20:.1f} MiB, unit cache {q['cached_bytes'] / 2**20:.1f} MiB")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"config": config, "results": results}, f, indent=2)
             f.write("\n")
     return 0
+
+
+def time_qforge(args, block, threads):
+    """Runs qforge's QDrop on the same model, bits, samples and batch; returns the timing of the
+    unit that reconstructs `block` (the unit whose weighted nodes are the block's convs)."""
+    import subprocess
+    import tempfile
+    with tempfile.TemporaryDirectory() as out:
+        config = os.path.join(out, "bits.yaml")
+        with open(config, "w") as f:
+            f.write(f"weight: {{bits: {args.wbits}, observer: MinMax}}\n"
+                    f"activation: {{bits: {args.abits}, observer: MinMax}}\n")
+        recon = os.path.join(out, "recon.json")
+        with open(recon, "w") as f:
+            json.dump({"scale_lr": 0, "prob": DROP_PROB, "batch": args.batch}, f)
+        env = dict(os.environ, QFORGE_NUM_THREADS=str(threads))
+        cmd = [args.qforge, "quantize", args.model, "--backend", "Academic", "--config", config,
+               "--calib", "fashion-mnist:train", "--calib-batches", str(args.samples // 64),
+               "--calib-batch", "64", "--algo", "qdrop", "--algo-config", recon,
+               "--iters", str(args.iters), "--seed", str(args.seed), "--no-deploy", "--json",
+               "--quiet", "--out", os.path.join(out, "q")]
+        done = subprocess.run(cmd, capture_output=True, text=True, env=env)
+        if done.returncode != 0:
+            raise SystemExit(f"qforge failed: {done.stderr.strip()}")
+        report = json.loads(done.stdout)
+    units = report["reconstruction"]["units"]
+    mine = [u for u in units if block.name in u["name"]]
+    if not mine:
+        raise SystemExit(f"no qforge unit reconstructs {block.name}: {[u['name'] for u in units]}")
+    u = mine[0]
+    return {"unit": u["name"], "iterations": args.iters, "seconds": u["seconds"],
+            "iterations_per_second": args.iters / u["seconds"], "cached_bytes": u["cached_bytes"],
+            "peak_rss_bytes": report["peak_rss_bytes"], "threads": threads}
 
 
 if __name__ == "__main__":

@@ -18,7 +18,9 @@
 #include <optional>
 #include <sstream>
 
+#include "algos/bias_correction.h"
 #include "algos/calibrate.h"
+#include "algos/equalization.h"
 #include "algos/reconstruction.h"
 #include "backends/backend_config.h"
 #include "cli/commands.h"
@@ -60,6 +62,9 @@ struct QuantizeOptions {
   std::string algo_config;
   std::string cache_limit;
   uint64_t seed = 0;
+  bool cle = false;
+  bool cle_relu6 = false;
+  bool bias_correction = false;
 };
 
 using Clock = std::chrono::steady_clock;
@@ -219,6 +224,29 @@ std::string reportText(const nlohmann::json& report, const nlohmann::json& table
         r["seconds"].get<double>(), r["peak_cache_bytes"].get<double>() / (1024.0 * 1024.0));
     out << buf;
   }
+  if (report.contains("equalization")) {
+    const auto& e = report["equalization"];
+    std::snprintf(buf, sizeof(buf),
+                  "equalize   %zu conv pairs (%zu ReLU6 -> ReLU), %d iterations%s\n",
+                  e["pairs"].size(), e["relu6_replaced"].size(), e["iterations"].get<int>(),
+                  e["converged"].get<bool>() ? "" : " (not converged)");
+    out << buf;
+  }
+  if (report.contains("bias_correction")) {
+    const auto& b = report["bias_correction"];
+    size_t corrected = 0;
+    double before = 0, after = 0;
+    for (const auto& l : b["layers"]) {
+      if (!l["skipped"].get<std::string>().empty()) continue;
+      ++corrected;
+      before = std::max(before, l["shift_before"].get<double>());
+      after = std::max(after, l["shift_after"].get<double>());
+    }
+    std::snprintf(buf, sizeof(buf),
+                  "bias       %zu layers corrected; largest mean shift %.3g -> %.3g\n", corrected,
+                  before, after);
+    out << buf;
+  }
   out << "wrote     ";
   for (const auto& f : report["files"])
     out << " " << f.get<std::string>();
@@ -323,6 +351,43 @@ nlohmann::json reconstructionJson(const algos::ReconstructionConfig& c,
           {"seconds", r.seconds}};
 }
 
+nlohmann::json equalizationJson(const algos::EqualizationReport& r) {
+  nlohmann::json pairs = nlohmann::json::array();
+  for (const auto& p : r.pairs) {
+    pairs.push_back({{"conv1", p.conv1},
+                     {"conv2", p.conv2},
+                     {"path", p.path},
+                     {"channels", p.channels},
+                     {"conv1_spread", {p.conv1_spread_before, p.conv1_spread_after}},
+                     {"conv2_spread", {p.conv2_spread_before, p.conv2_spread_after}},
+                     {"absorbed_channels", p.absorbed_channels}});
+  }
+  nlohmann::json skipped = nlohmann::json::array();
+  for (const auto& s : r.skipped)
+    skipped.push_back({{"conv", s.conv}, {"reason", s.reason}});
+  return {{"batchnorms_folded", r.batchnorms_folded},
+          {"pairs", pairs},
+          {"skipped", skipped},
+          {"relu6_replaced", r.relu6_replaced},
+          {"iterations", r.iterations},
+          {"converged", r.converged}};
+}
+
+nlohmann::json biasCorrectionJson(const algos::BiasCorrectionResult& r) {
+  nlohmann::json layers = nlohmann::json::array();
+  for (const auto& l : r.layers) {
+    layers.push_back({{"unit", l.unit},
+                      {"op", l.op},
+                      {"channels", l.channels},
+                      {"shift_before", l.shift_before},
+                      {"shift_after", l.shift_after},
+                      {"bias_added", l.bias_added},
+                      {"skipped", l.skipped}});
+  }
+  return {
+      {"layers", layers}, {"batches", r.batches}, {"samples", r.samples}, {"seconds", r.seconds}};
+}
+
 int64_t peakResidentBytes() {
   struct rusage usage {};
   ::getrusage(RUSAGE_SELF, &usage);
@@ -342,6 +407,12 @@ int runQuantize(const QuantizeOptions& o) {
   if (!o.config.empty()) prepare_options.config = passes::loadQuantConfig(o.config);
   Graph float_graph = importOnnxFile(o.model);
   Graph to_prepare = importOnnxFile(o.model);
+  nlohmann::json equalization;
+  if (o.cle || o.cle_relu6) {
+    algos::EqualizationOptions eq;
+    eq.relu6_to_relu = o.cle_relu6;
+    equalization = equalizationJson(algos::equalizeCrossLayer(to_prepare, eq));
+  }
 
   const auto prepare_start = Clock::now();
   auto model = passes::prepare(std::move(to_prepare), backend, prepare_options);
@@ -375,6 +446,11 @@ int runQuantize(const QuantizeOptions& o) {
     if (bar) bar->clear();
     recon_json = reconstructionJson(*recon, r, images.size(0));
   }
+  nlohmann::json bias_json;
+  if (o.bias_correction) {
+    calib_loader.reset();
+    bias_json = biasCorrectionJson(algos::correctBias(*model, calib_loader, o.calib_batches));
+  }
 
   nlohmann::json report;
   report["model"] = o.model;
@@ -397,6 +473,11 @@ int runQuantize(const QuantizeOptions& o) {
   if (recon) {
     report["reconstruction"] = recon_json;
     report["seconds"]["reconstruct"] = recon_json["seconds"];
+  }
+  if (!equalization.is_null()) report["equalization"] = equalization;
+  if (!bias_json.is_null()) {
+    report["bias_correction"] = bias_json;
+    report["seconds"]["bias_correction"] = bias_json["seconds"];
   }
 
   if (!o.eval.empty()) {
@@ -493,6 +574,14 @@ std::pair<CLI::App*, std::function<int()>> addQuantizeCommand(CLI::App& app) {
                   "they are recomputed");
   sub->add_option("--seed", o->seed, "Seed for reconstruction's batches and QDrop")
       ->capture_default_str();
+  sub->add_flag("--cle", o->cle,
+                "Cross-layer equalization of Conv pairs before preparing (folds BatchNorm)");
+  sub->add_flag("--cle-relu6-to-relu", o->cle_relu6,
+                "--cle, and replace ReLU6 (Clip 0..6) between pairs by ReLU so they equalize "
+                "(changes the float model slightly)");
+  sub->add_flag("--bias-correction", o->bias_correction,
+                "Empirical bias correction on the calibration batches, after calibration (and "
+                "reconstruction)");
   sub->add_flag("--no-deploy", o->no_deploy,
                 "Save the prepared model only; `qforge deploy` writes the deploy files later");
   sub->add_flag("--json", o->json, "Print the report as JSON");
