@@ -27,9 +27,61 @@ double secondsSince(Clock::time_point start) {
 
 // A weight of the unit with its AdaRound rounding.
 struct RoundedWeight {
-  const Value* weight;  // the initializer its quantizer reads
+  std::string name;  // the value its quantizer reads: an initializer, or a constant computed
+                     // from one by data movement (a transposed MatMul weight)
+  at::Tensor value;  // its float value
   std::unique_ptr<quant::AdaRoundFakeQuantizer> rounding;
 };
+
+// Ops a weight may pass through between its initializer and its quantizer: they move elements
+// and nothing else, so a rounded value can be written back into the initializer.
+bool movesDataOnly(const Node& n) {
+  static const std::set<std::string> kOps = {"Transpose", "Reshape",   "Flatten",
+                                             "Squeeze",   "Unsqueeze", "Identity"};
+  return n.domain().empty() && kOps.count(n.opType()) > 0;
+}
+
+// The initializer `v` is computed from through data movement only; throws naming the node when
+// some other op (or a second weight) is on the way.
+Value* sourceInitializer(const Value* v) {
+  while (!v->isInitializer()) {
+    const Node* n = v->producer();
+    if (n == nullptr || !movesDataOnly(*n) || n->input(0) == nullptr) {
+      throw Error(
+          "AdaRound rounds weights stored in initializers: '" + v->name() + "' is " +
+          (n ? "computed by " + n->describe() + ", which is not data movement" : "not a constant"));
+    }
+    v = n->input(0);
+  }
+  return const_cast<Value*>(v);
+}
+
+// Writes `rounded` (the value of constant `name`) back into the initializer it is computed
+// from: the data-movement chain is run on element indices to find where each element came from.
+void writeBack(Graph& graph, Executor& executor, const std::string& name,
+               const at::Tensor& rounded) {
+  Value* v = graph.value(name);
+  if (v->isInitializer()) {
+    v->setInitializer(rounded);
+    return;
+  }
+  Value* source = sourceInitializer(v);
+  require(source->uses().size() == 1, "weight '" + source->name() +
+                                          "' is shared by several nodes; AdaRound cannot round it "
+                                          "for one of them");
+  const at::Tensor& original = source->initializer();
+  const at::Tensor positions =
+      executor
+          .run({{source->name(), at::arange(original.numel(), at::kLong).view(original.sizes())}},
+               {name})
+          .at(name)
+          .reshape({-1});
+  require(positions.numel() == original.numel(),
+          "weight '" + name + "' does not hold every element of '" + source->name() + "' once");
+  at::Tensor updated = original.clone().reshape({-1});
+  updated.index_put_({positions}, rounded.reshape({-1}).to(original.scalar_type()));
+  source->setInitializer(updated.view(original.sizes()));
+}
 
 // An activation quantizer of the unit whose scale is learned here.
 struct LearnedScale {
@@ -59,10 +111,10 @@ void checkConfig(const ReconstructionConfig& c) {
 // Everything one unit trains, wired into `executor` by hooks on its quantizers' outputs.
 class UnitTraining {
  public:
-  UnitTraining(passes::PreparedModel& model, Executor& executor, const ReconUnit& unit,
-               const ReconstructionConfig& config, std::set<std::string>& learned_scales,
-               at::Generator generator)
-      : executor_(executor), prob_(config.prob), generator_(generator) {
+  UnitTraining(passes::PreparedModel& model, Executor& plain, Executor& executor,
+               const ReconUnit& unit, const ReconstructionConfig& config,
+               std::set<std::string>& learned_scales, at::Generator generator)
+      : plain_(plain), executor_(executor), prob_(config.prob), generator_(generator) {
     for (const Node* n : unit.weight_quantizers)
       addWeight(model, *n);
     for (const Node* n : unit.act_quantizers)
@@ -102,14 +154,14 @@ class UnitTraining {
     at::NoGradGuard no_grad;
     int64_t flipped = 0, total = 0;
     for (RoundedWeight& w : weights_) {
-      const at::Tensor& original = w.weight->initializer();
+      const at::Tensor& original = w.value;
       w.rounding->setRounding(quant::AdaRoundFakeQuantizer::Rounding::Nearest);
       const at::Tensor nearest = w.rounding->forward(original);
       w.rounding->setRounding(quant::AdaRoundFakeQuantizer::Rounding::Hard);
       const at::Tensor hard = w.rounding->forward(original).detach().clone();
       flipped += hard.ne(nearest).sum().item<int64_t>();
       total += hard.numel();
-      rounded[w.weight->name()] = hard;
+      rounded[w.name] = hard;
     }
     for (auto& [name, l] : scales_) {
       l.target->setQParams(l.lsq->qparams());
@@ -123,24 +175,22 @@ class UnitTraining {
     quant::FakeQuantizer* q = model.quantizer(passes::quantizerOf(node));
     require(q != nullptr, node.describe() + " runs an unknown quantizer");
     const Value* weight = node.input(0);
-    if (!weight->isInitializer()) {
-      throw Error("AdaRound rounds initializers: quantizer '" + q->name() + "' reads '" +
-                  weight->name() + "', which " + weight->producer()->describe() +
-                  " computes; fold constants into the weight before preparing");
-    }
+    sourceInitializer(weight);  // refuses weights that cannot be written back
+    const at::Tensor value = weight->isInitializer()
+                                 ? weight->initializer()
+                                 : plain_.run({}, {weight->name()}).at(weight->name());
     if (!q->affine()) {
       throw Error("AdaRound needs an affine weight grid: quantizer '" + q->name() + "' (" +
                   q->kind() + ") has none");
     }
     auto rounding = std::make_unique<quant::AdaRoundFakeQuantizer>(q->name(), q->scheme(), nullptr);
     rounding->setQParams(q->qparams());
-    rounding->initRounding(weight->initializer());
+    rounding->initRounding(value);
     quant::AdaRoundFakeQuantizer* r = rounding.get();
-    hooks_.push_back(
-        executor_.addHook(node.output(0)->name(), [r, weight](const Value&, const at::Tensor&) {
-          return r->forward(weight->initializer());
-        }));
-    weights_.push_back(RoundedWeight{weight, std::move(rounding)});
+    hooks_.push_back(executor_.addHook(
+        node.output(0)->name(),
+        [r, value](const Value&, const at::Tensor&) { return r->forward(value); }));
+    weights_.push_back(RoundedWeight{weight->name(), value, std::move(rounding)});
   }
 
   void addActivation(passes::PreparedModel& model, const Node& node, bool learn_scale,
@@ -180,7 +230,8 @@ class UnitTraining {
         }));
   }
 
-  Executor& executor_;
+  Executor& plain_;     // runs the graph without the training hooks
+  Executor& executor_;  // the training executor the hooks go into
   double prob_;
   at::Generator generator_;
   std::vector<RoundedWeight> weights_;
@@ -222,7 +273,7 @@ ReconstructionReport reconstruct(passes::PreparedModel& model, const at::Tensor&
     const ReconUnit& unit = units[u];
     const auto unit_start = Clock::now();
     UnitData data(model, plain, images, unit, rounded, config.prob < 1.0, config.cache_limit);
-    UnitTraining training(model, train, unit, config, learned_scales, generator);
+    UnitTraining training(model, plain, train, unit, config, learned_scales, generator);
     Adam rounding_opt(training.roundingVariables(), config.lr);
     Adam scale_opt(training.scales(), config.scale_lr);
 
@@ -272,8 +323,11 @@ ReconstructionReport reconstruct(passes::PreparedModel& model, const at::Tensor&
     report.iterations += config.max_count;
     report.units.push_back(r);
   }
-  for (const auto& [name, w] : rounded)
-    model.graph().value(name)->setInitializer(w);
+  {
+    at::NoGradGuard no_grad;
+    for (const auto& [name, w] : rounded)
+      writeBack(model.graph(), plain, name, w);
+  }
   model.setMode(quant::FakeQuantMode::Quantization);
   report.seconds = secondsSince(start);
   report.iterations_per_second = report.iterations / std::max(report.seconds, 1e-9);

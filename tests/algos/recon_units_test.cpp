@@ -5,7 +5,9 @@
 #include <algorithm>
 
 #include "algos/recon_units.h"
+#include "backends/backend_config.h"
 #include "core/error.h"
+#include "ir/onnx_import.h"
 #include "passes/fake_quantize_node.h"
 #include "support/quant_graphs.h"
 #include "support/residual_graph.h"
@@ -116,6 +118,37 @@ TEST(ReconUnits, NodesBetweenRefusesARegionWithASecondInput) {
   auto m = preparedResidualCnn();
   // From relu_b's output alone, the Add's other input (relu_a) cannot be computed.
   EXPECT_THROW(algos::nodesBetween(m->graph(), "relu_b_out", "relu_add_out"), Error);
+}
+
+}  // namespace
+}  // namespace qforge::testing
+
+namespace qforge::testing {
+namespace {
+
+// The zoo ViT on the Academic backend: the patch embedding, then each transformer block's
+// attention and MLP halves (each closed by its residual Add), then the head.
+TEST(ReconUnits, TheViTSplitsIntoAttentionAndMlpBlocks) {
+  auto m = passes::prepare(importOnnxFile(std::string(QFORGE_SOURCE_DIR) + "/models/zoo/vit.onnx"),
+                           backends::loadBackend("Academic"));
+  m->setMode(quant::FakeQuantMode::Calibration);
+  m->executor().run({{"image", at::rand({2, 1, 28, 28})}});
+  const auto units = findReconUnits(m->graph(), ReconGranularity::Block);
+  ASSERT_EQ(units.size(), 8u);
+  EXPECT_EQ(weightedNames(units[0]), std::vector<std::string>{"/patch_embed/Conv"});
+  for (int block = 0; block < 3; ++block) {
+    const std::string p = "/blocks/blocks." + std::to_string(block);
+    const ReconUnit& attn = units[1 + 2 * block];
+    const ReconUnit& mlp = units[2 + 2 * block];
+    EXPECT_EQ(weightedNames(attn),
+              (std::vector<std::string>{p + "/attn/qkv/MatMul", p + "/attn/proj/MatMul"}));
+    EXPECT_EQ(countOps(attn, "Softmax"), 1);
+    EXPECT_TRUE(attn.residual);
+    EXPECT_EQ(weightedNames(mlp),
+              (std::vector<std::string>{p + "/mlp/mlp.0/MatMul", p + "/mlp/mlp.2/MatMul"}));
+    EXPECT_EQ(countOps(mlp, "Erf"), 1);
+  }
+  EXPECT_EQ(weightedNames(units[7]), std::vector<std::string>{"/head/Gemm"});
 }
 
 }  // namespace

@@ -158,6 +158,42 @@ TEST(Reconstruction, AZeroCacheBudgetRecomputesEveryBatchAndGivesTheSameWeights)
   EXPECT_LE(half.peak_cache_bytes, c.cache_limit);
 }
 
+// x[N,4] -> MatMul(x, Transpose(w[3,4])) -> y: the quantizer reads the transposed weight, and the
+// rounded values must land back in w, transposed.
+TEST(Reconstruction, AWeightReadThroughATransposeIsWrittenBackIntoItsInitializer) {
+  at::manual_seed(8);
+  Graph g;
+  Value* x = g.addValue("x");
+  x->type = TensorType{DType::Float, std::vector<Dim>{Dim::symbolic("N"), Dim::known(4)}};
+  g.addInput(x);
+  const at::Tensor w0 = at::randn({3, 4});
+  Value* w = g.addInitializer("w", w0);
+  Node* t = g.addNode("Transpose", {w}, {"wt"}, "transpose");
+  t->attributes.set(Attribute::makeInts("perm", {1, 0}));
+  Node* mm = g.addNode("MatMul", {x, t->output(0)}, {"y"}, "matmul");
+  mm->output(0)->type =
+      TensorType{DType::Float, std::vector<Dim>{Dim::symbolic("N"), Dim::known(3)}};
+  g.addOutput(mm->output(0));
+  auto m = passes::prepare(
+      std::move(g), tinyBackend({{"weight", {{"bits", 3}}}, {"ops", {{"MatMul", "quantizable"}}}}));
+  const at::Tensor images = at::randn({64, 4});
+  calibrateOn(*m, images);
+  reconstruct(*m, images, quick("adaround", 200));
+  const at::Tensor after = m->graph().value("w")->initializer();
+  EXPECT_FALSE(at::equal(after, w0));
+  for (const Node* n : m->graph().nodes()) {
+    if (!passes::isFakeQuantize(n) || n->input(0)->name() != "wt") continue;
+    // Per tensor, or per output channel of the MatMul weight [4, 3] (axis 1: the rows of w).
+    const at::Tensor scale = m->quantizer(passes::quantizerOf(*n))->qparams().scale;
+    const at::Tensor s = scale.numel() == 1 ? scale : scale.reshape({3, 1});
+    const at::Tensor levels = after / s;
+    EXPECT_LT((levels - levels.round()).abs().max().item<double>(), 1e-3);
+    EXPECT_TRUE(((after - w0).abs() <= s * 1.0001).all().item<bool>());
+    return;
+  }
+  FAIL() << "no quantizer reads the transposed weight";
+}
+
 std::string errorOf(const std::function<void()>& f) {
   try {
     f();
