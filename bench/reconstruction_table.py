@@ -81,17 +81,24 @@ def main():
     p.add_argument("--verify", action="store_true", help="also run the QDQ model in ORT")
     p.add_argument("--json", help="write every row here")
     p.add_argument("--from-json", help="print the table of an earlier run")
+    p.add_argument("--resume", action="store_true",
+                   help="keep the rows already in --json and run only the missing ones")
     a = p.parse_args()
     if a.from_json:
         print(table(json.load(open(a.from_json))))
         return
     rows = []
+    if a.resume and a.json and os.path.exists(a.json):
+        rows = [r for r in json.load(open(a.json)) if "error" not in r]
+    done = {(r["model"], r["bits"], r["algo"]) for r in rows}
     for model in a.models.split(","):
         for bits in a.bits.split(","):
             for algo in a.algos.split(","):
+                if (model, BITS[bits][0], algo) in done:
+                    continue
                 try:
                     r = one_row(a, model, bits, algo)
-                except (RuntimeError, KeyError) as e:
+                except (RuntimeError, KeyError, OSError) as e:
                     r = {"model": model, "bits": BITS[bits][0], "algo": algo, "error": str(e)}
                 rows.append(r)
                 print(json.dumps(r), file=sys.stderr, flush=True)
