@@ -27,10 +27,14 @@ double secondsSince(Clock::time_point start) {
 
 // A weight of the unit with its AdaRound rounding.
 struct RoundedWeight {
-  std::string name;  // the value its quantizer reads: an initializer, or a constant computed
-                     // from one by data movement (a transposed MatMul weight)
-  at::Tensor value;  // its float value
+  std::string name;       // the value its quantizer reads: an initializer, or a constant computed
+                          // from one by data movement (a transposed MatMul weight)
+  std::string quantized;  // the quantizer node's output, fed with the soft-rounded weight
+  at::Tensor value;       // its float value
   std::unique_ptr<quant::AdaRoundFakeQuantizer> rounding;
+  // floor(w / s), s and z broadcast to the weight, and the grid: fixed while V trains.
+  at::Tensor floor_levels, scale, zero_point;
+  double qmin = 0, qmax = 0;
 };
 
 // Ops a weight may pass through between its initializer and its quantizer: they move elements
@@ -141,11 +145,17 @@ class UnitTraining {
     }
     return s;
   }
-  at::Tensor roundingLoss(double beta) const {
-    at::Tensor sum = at::zeros({});
-    for (const RoundedWeight& w : weights_)
-      sum = sum + w.rounding->roundingRegularizer(beta);
-    return sum;
+  // The soft-rounded weights as feeds for the quantizer nodes' outputs (so those nodes do not
+  // run), and AdaRound's regulariser sum(1 - |2h - 1|^beta) on the same h(V) when beta > 0.
+  at::Tensor softWeights(TensorMap& feeds, double beta) const {
+    at::Tensor regulariser = at::zeros({});
+    for (const RoundedWeight& w : weights_) {
+      const at::Tensor h = w.rounding->softOffsets();
+      const at::Tensor levels = at::clamp(w.floor_levels + h + w.zero_point, w.qmin, w.qmax);
+      feeds[w.quantized] = (levels - w.zero_point) * w.scale;
+      if (beta > 0) regulariser = regulariser + (1.0 - (2.0 * h - 1.0).abs().pow(beta)).sum();
+    }
+    return regulariser;
   }
 
   // Hard rounding: the rounded weights into `rounded`, the learned scales into the model's
@@ -183,14 +193,23 @@ class UnitTraining {
       throw Error("AdaRound needs an affine weight grid: quantizer '" + q->name() + "' (" +
                   q->kind() + ") has none");
     }
+    const quant::QParams params = q->qparams();
     auto rounding = std::make_unique<quant::AdaRoundFakeQuantizer>(q->name(), q->scheme(), nullptr);
-    rounding->setQParams(q->qparams());
+    rounding->setQParams(params);
     rounding->initRounding(value);
-    quant::AdaRoundFakeQuantizer* r = rounding.get();
-    hooks_.push_back(executor_.addHook(
-        node.output(0)->name(),
-        [r, value](const Value&, const at::Tensor&) { return r->forward(value); }));
-    weights_.push_back(RoundedWeight{weight->name(), value, std::move(rounding)});
+    RoundedWeight w;
+    w.name = weight->name();
+    w.quantized = node.output(0)->name();
+    w.value = value;
+    w.rounding = std::move(rounding);
+    std::vector<int64_t> shape(std::max<int64_t>(value.dim(), 1), 1);
+    if (q->scheme().perChannel()) shape[q->scheme().axis] = params.numel();
+    w.scale = params.scale.to(value.scalar_type()).reshape(shape);
+    w.zero_point = params.zero_point.to(value.scalar_type()).reshape(shape);
+    w.floor_levels = at::floor(value / w.scale);
+    w.qmin = static_cast<double>(q->scheme().qmin());
+    w.qmax = static_cast<double>(q->scheme().qmax());
+    weights_.push_back(std::move(w));
   }
 
   void addActivation(passes::PreparedModel& model, const Node& node, bool learn_scale,
@@ -273,6 +292,7 @@ ReconstructionReport reconstruct(passes::PreparedModel& model, const at::Tensor&
     const ReconUnit& unit = units[u];
     const auto unit_start = Clock::now();
     UnitData data(model, plain, images, unit, rounded, config.prob < 1.0, config.cache_limit);
+    const double cache_seconds = secondsSince(unit_start);
     UnitTraining training(model, plain, train, unit, config, learned_scales, generator);
     Adam rounding_opt(training.roundingVariables(), config.lr);
     Adam scale_opt(training.scales(), config.scale_lr);
@@ -291,12 +311,14 @@ ReconstructionReport reconstruct(passes::PreparedModel& model, const at::Tensor&
         const at::Tensor u01 = at::rand(input.sizes(), generator, input.options());
         input = at::where(u01 < config.prob, b.quant_input, b.float_input);
       }
-      const at::Tensor out = train.run({{unit.entry, input}}, {unit.exit}).at(unit.exit);
+      const bool regularize = it >= config.warm_up * static_cast<double>(config.max_count);
+      TensorMap feeds{{unit.entry, input}};
+      const at::Tensor regulariser =
+          training.softWeights(feeds, regularize ? betaAt(config, it) : 0.0);
+      const at::Tensor out = train.run(feeds, {unit.exit}).at(unit.exit);
       const at::Tensor diff = out - b.float_output;
       const at::Tensor rec = out.dim() >= 2 ? diff.pow(2).sum(1).mean() : diff.pow(2).mean();
-      const bool regularize = it >= config.warm_up * static_cast<double>(config.max_count);
-      const at::Tensor round =
-          regularize ? training.roundingLoss(betaAt(config, it)) * config.weight : at::zeros({});
+      const at::Tensor round = regulariser * config.weight;
       (rec + round).backward();
       rounding_opt.step();
       if (!scale_opt.parameters().empty()) {
@@ -319,6 +341,7 @@ ReconstructionReport reconstruct(passes::PreparedModel& model, const at::Tensor&
     r.cached_bytes = data.cachedBytes();
     r.recomputed_samples = data.recomputedSamples();
     r.seconds = secondsSince(unit_start);
+    r.cache_seconds = cache_seconds;
     report.peak_cache_bytes = std::max(report.peak_cache_bytes, r.cached_bytes);
     report.iterations += config.max_count;
     report.units.push_back(r);

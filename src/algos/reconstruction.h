@@ -73,6 +73,7 @@ struct UnitReport {
   double flipped = 0;  // share of weights rounded otherwise than to nearest
   int64_t cached_samples = 0, cached_bytes = 0, recomputed_samples = 0;
   double seconds = 0;
+  double cache_seconds = 0;  // of `seconds`: computing the cached inputs and outputs
 };
 
 struct ReconstructionReport {

@@ -328,7 +328,8 @@ nlohmann::json reconstructionJson(const algos::ReconstructionConfig& c,
                      {"cached_samples", u.cached_samples},
                      {"cached_bytes", u.cached_bytes},
                      {"recomputed_samples", u.recomputed_samples},
-                     {"seconds", u.seconds}});
+                     {"seconds", u.seconds},
+                     {"cache_seconds", u.cache_seconds}});
   }
   return {{"algorithm", c.algorithm},
           {"pattern", c.pattern == algos::ReconGranularity::Layer ? "layer" : "block"},
