@@ -8,6 +8,7 @@
 
 #include "algos/calibrate.h"
 #include "core/error.h"
+#include "ir/node_attributes.h"
 #include "passes/fake_quantize_node.h"
 
 namespace qforge::algos {
@@ -48,16 +49,6 @@ std::string firstOp(const std::string& ops) {
 
 bool isWeightedOp(const std::string& op) {
   return op == "Conv" || op == "ConvTranspose" || op == "Gemm" || op == "MatMul";
-}
-
-int64_t intAttr(const Node& node, const std::string& name, int64_t fallback) {
-  const Attribute* a = node.attributes.find(name);
-  return a != nullptr && a->kind == AttributeKind::Int ? a->i : fallback;
-}
-
-double floatAttr(const Node& node, const std::string& name, double fallback) {
-  const Attribute* a = node.attributes.find(name);
-  return a != nullptr && a->kind == AttributeKind::Float ? a->f : fallback;
 }
 
 // The float tensor behind input `slot` of `node`, looking through a FakeQuantize node.

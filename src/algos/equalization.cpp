@@ -11,6 +11,7 @@
 
 #include "core/error.h"
 #include "core/strings.h"
+#include "ir/node_attributes.h"
 #include "passes/constants_to_initializers.h"
 #include "passes/fold_batchnorm.h"
 #include "quant/qparams.h"
@@ -18,20 +19,6 @@
 namespace qforge::algos {
 
 namespace {
-
-bool isDefaultDomain(const Node& node) {
-  return node.domain().empty() || node.domain() == "ai.onnx";
-}
-
-int64_t intAttr(const Node& node, const std::string& name, int64_t fallback) {
-  const Attribute* a = node.attributes.find(name);
-  return a != nullptr && a->kind == AttributeKind::Int ? a->i : fallback;
-}
-
-double floatAttr(const Node& node, const std::string& name, double fallback) {
-  const Attribute* a = node.attributes.find(name);
-  return a != nullptr && a->kind == AttributeKind::Float ? a->f : fallback;
-}
 
 std::string label(const Node& node) {
   return node.name().empty() ? node.describe() : node.name();

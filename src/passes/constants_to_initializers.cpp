@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "ir/node_attributes.h"
+
 namespace qforge::passes {
 
 namespace {
@@ -40,10 +42,6 @@ std::optional<at::Tensor> constantTensor(const Node& node) {
     return at::tensor(at::ArrayRef<int64_t>(found->ints), at::kLong);
   }
   return std::nullopt;
-}
-
-bool isDefaultDomain(const Node& node) {
-  return node.domain().empty() || node.domain() == "ai.onnx";
 }
 
 }  // namespace

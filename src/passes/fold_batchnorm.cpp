@@ -6,25 +6,12 @@
 #include <string>
 #include <vector>
 
+#include "ir/node_attributes.h"
 #include "quant/qparams.h"
 
 namespace qforge::passes {
 
 namespace {
-
-bool isDefaultDomain(const Node& node) {
-  return node.domain().empty() || node.domain() == "ai.onnx";
-}
-
-int64_t intAttr(const Node& node, const std::string& name, int64_t fallback) {
-  const Attribute* a = node.attributes.find(name);
-  return a != nullptr && a->kind == AttributeKind::Int ? a->i : fallback;
-}
-
-double floatAttr(const Node& node, const std::string& name, double fallback) {
-  const Attribute* a = node.attributes.find(name);
-  return a != nullptr && a->kind == AttributeKind::Float ? a->f : fallback;
-}
 
 // The initializer holding `v`'s value: `v` itself, or the initializer behind a chain of Identity
 // nodes (PyTorch's exporter writes one per duplicate of a deduplicated initializer). nullptr
