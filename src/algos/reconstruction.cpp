@@ -32,9 +32,6 @@ struct RoundedWeight {
   std::string quantized;  // the quantizer node's output, fed with the soft-rounded weight
   at::Tensor value;       // its float value
   std::unique_ptr<quant::AdaRoundFakeQuantizer> rounding;
-  // floor(w / s), s and z broadcast to the weight, and the grid: fixed while V trains.
-  at::Tensor floor_levels, scale, zero_point;
-  double qmin = 0, qmax = 0;
 };
 
 // Ops a weight may pass through between its initializer and its quantizer: they move elements
@@ -151,9 +148,8 @@ class UnitTraining {
     at::Tensor regulariser = at::zeros({});
     for (const RoundedWeight& w : weights_) {
       const at::Tensor h = w.rounding->softOffsets();
-      const at::Tensor levels = at::clamp(w.floor_levels + h + w.zero_point, w.qmin, w.qmax);
-      feeds[w.quantized] = (levels - w.zero_point) * w.scale;
-      if (beta > 0) regulariser = regulariser + (1.0 - (2.0 * h - 1.0).abs().pow(beta)).sum();
+      feeds[w.quantized] = w.rounding->roundWith(w.value, h);
+      if (beta > 0) regulariser = regulariser + quant::AdaRoundFakeQuantizer::regularizer(h, beta);
     }
     return regulariser;
   }
@@ -193,23 +189,11 @@ class UnitTraining {
       throw Error("AdaRound needs an affine weight grid: quantizer '" + q->name() + "' (" +
                   q->kind() + ") has none");
     }
-    const quant::QParams params = q->qparams();
     auto rounding = std::make_unique<quant::AdaRoundFakeQuantizer>(q->name(), q->scheme(), nullptr);
-    rounding->setQParams(params);
+    rounding->setQParams(q->qparams());
     rounding->initRounding(value);
-    RoundedWeight w;
-    w.name = weight->name();
-    w.quantized = node.output(0)->name();
-    w.value = value;
-    w.rounding = std::move(rounding);
-    std::vector<int64_t> shape(std::max<int64_t>(value.dim(), 1), 1);
-    if (q->scheme().perChannel()) shape[q->scheme().axis] = params.numel();
-    w.scale = params.scale.to(value.scalar_type()).reshape(shape);
-    w.zero_point = params.zero_point.to(value.scalar_type()).reshape(shape);
-    w.floor_levels = at::floor(value / w.scale);
-    w.qmin = static_cast<double>(q->scheme().qmin());
-    w.qmax = static_cast<double>(q->scheme().qmax());
-    weights_.push_back(std::move(w));
+    weights_.push_back(
+        RoundedWeight{weight->name(), node.output(0)->name(), value, std::move(rounding)});
   }
 
   void addActivation(passes::PreparedModel& model, const Node& node, bool learn_scale,
@@ -270,11 +254,7 @@ ReconstructionReport reconstruct(passes::PreparedModel& model, const at::Tensor&
               std::to_string(config.batch) + " calibration samples, got " +
               std::to_string(images.dim() >= 1 ? images.size(0) : 0) +
               "; use more calibration data or a smaller batch");
-  for (quant::FakeQuantizer* q : model.quantizers()) {
-    require(!q->affine() || q->observer() == nullptr || q->observer()->hasData() ||
-                q->state().count("scale"),
-            "quantizer '" + q->name() + "' was never calibrated; calibrate before reconstructing");
-  }
+  requireCalibrated(model, "reconstruction");
   const std::vector<ReconUnit> units =
       findReconUnits(model.graph(), config.pattern, config.max_block_layers);
 

@@ -63,7 +63,11 @@ at::Tensor AdaRoundFakeQuantizer::softOffsets() const {
 }
 
 at::Tensor AdaRoundFakeQuantizer::roundingRegularizer(double beta) const {
-  return (1.0 - (2.0 * softOffsets() - 1.0).abs().pow(beta)).sum();
+  return regularizer(softOffsets(), beta);
+}
+
+at::Tensor AdaRoundFakeQuantizer::regularizer(const at::Tensor& h, double beta) {
+  return (1.0 - (2.0 * h - 1.0).abs().pow(beta)).sum();
 }
 
 std::vector<at::Tensor> AdaRoundFakeQuantizer::parameters() const {
@@ -77,12 +81,16 @@ at::Tensor AdaRoundFakeQuantizer::quantize(const at::Tensor& x) {
     fail("input shape " + c10::str(x.sizes()) + " differs from the weight the rounding was " +
          "initialised for " + c10::str(v_.sizes()));
   }
-  auto [scale, zp] = broadcastParams(x);
-  const at::Tensor base = at::floor(x.detach() / scale);
-  const at::Tensor offset = rounding_ == Rounding::Soft ? softOffsets().to(x.scalar_type())
-                                                        : (v_.detach() >= 0).to(x.scalar_type());
-  const at::Tensor levels = at::clamp(base + offset + zp, static_cast<double>(scheme().qmin()),
-                                      static_cast<double>(scheme().qmax()));
+  return roundWith(x, rounding_ == Rounding::Soft ? softOffsets() : (v_.detach() >= 0));
+}
+
+at::Tensor AdaRoundFakeQuantizer::roundWith(const at::Tensor& weight,
+                                            const at::Tensor& offsets) const {
+  auto [scale, zp] = broadcastParams(weight);
+  const at::Tensor base = at::floor(weight.detach() / scale);
+  const at::Tensor levels =
+      at::clamp(base + offsets.to(weight.scalar_type()) + zp, static_cast<double>(scheme().qmin()),
+                static_cast<double>(scheme().qmax()));
   return (levels - zp) * scale;
 }
 

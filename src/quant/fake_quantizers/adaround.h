@@ -31,6 +31,11 @@ class AdaRoundFakeQuantizer : public FakeQuantizer {
   at::Tensor softOffsets() const;
   // AdaRound's rounding regulariser sum(1 - |2 h(V) - 1|^beta), which pushes h(V) to 0 or 1.
   at::Tensor roundingRegularizer(double beta) const;
+  // The same for offsets `h` computed once (softOffsets()) and shared with roundWith().
+  static at::Tensor regularizer(const at::Tensor& h, double beta);
+  // `weight` rounded down to its grid plus `offsets` in [0, 1] (h(V) soft, [V >= 0] hard):
+  // s (clamp(floor(w / s) + offsets + z, qmin, qmax) - z).
+  at::Tensor roundWith(const at::Tensor& weight, const at::Tensor& offsets) const;
 
   const at::Tensor& roundingVariable() const { return v_; }
   std::vector<at::Tensor> parameters() const override;
