@@ -167,18 +167,6 @@ void writeCorrectedBias(PreparedModel& model, const Target& target, const at::Te
   }
 }
 
-void requireCalibrated(PreparedModel& model) {
-  for (quant::FakeQuantizer* q : model.quantizers()) {
-    if (!q->affine()) continue;
-    try {
-      q->qparams();
-    } catch (const Error&) {
-      throw Error("bias correction needs a calibrated model: quantizer '" + q->name() +
-                  "' has no parameters yet; run calibration first");
-    }
-  }
-}
-
 // Restores every quantizer's mode and removes the hooks this pass added, however it ends.
 class ModelStateGuard {
  public:
@@ -210,7 +198,7 @@ BiasCorrectionResult correctBias(PreparedModel& model, data::BatchLoader& loader
                                  const BiasCorrectionProgress& progress) {
   require(batches > 0, "bias correction needs at least one batch");
   const auto start = std::chrono::steady_clock::now();
-  requireCalibrated(model);
+  requireCalibrated(model, "bias correction");
   const std::string input = dataInput(model.graph()).name();
 
   BiasCorrectionResult result;

@@ -23,6 +23,18 @@ const Value& dataInput(const Graph& graph) {
   return *inputs.front();
 }
 
+void requireCalibrated(passes::PreparedModel& model, const std::string& purpose) {
+  for (quant::FakeQuantizer* q : model.quantizers()) {
+    if (!q->affine()) continue;
+    try {
+      q->qparams();
+    } catch (const Error&) {
+      throw Error(purpose + " needs a calibrated model: quantizer '" + q->name() +
+                  "' has no parameters yet; run calibration first");
+    }
+  }
+}
+
 CalibrationResult calibrate(passes::PreparedModel& model, data::BatchLoader& loader,
                             int64_t batches, const CalibrationProgress& progress) {
   require(batches > 0, "calibration needs at least one batch");

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <string>
 
 #include "data/loader.h"
 #include "passes/prepare.h"
@@ -25,6 +26,10 @@ struct CalibrationResult {
 // that saw no data (a value the calibration data never reached).
 CalibrationResult calibrate(passes::PreparedModel& model, data::BatchLoader& loader,
                             int64_t batches, const CalibrationProgress& progress = {});
+
+// Throws "<purpose> needs a calibrated model: quantizer '...' has no parameters yet; run
+// calibration first" for the first affine quantizer without scale and zero point.
+void requireCalibrated(passes::PreparedModel& model, const std::string& purpose);
 
 // The model's single data input (initializers excluded); throws naming them when there are more.
 // Evaluation and calibration both feed this one.
