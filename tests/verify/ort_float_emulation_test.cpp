@@ -13,17 +13,13 @@
 #include "exec/ort_emulation.h"
 #include "ir/onnx_import.h"
 #include "support/onnx_builder.h"
+#include "support/ort_dir.h"
 #include "verify/ort_runner.h"
 
 namespace qforge::testing {
 namespace {
 
 constexpr int32_t kFloat = onnx::TensorProto::FLOAT;
-
-std::string ortDir() {
-  const char* dir = std::getenv("QFORGE_ORT_DIR");
-  return dir && *dir ? dir : std::string(QFORGE_BINARY_DIR) + "/ort";
-}
 
 // y[B, M, N] = x[B, M, K] @ w[K, N]
 std::string matmulModel(const at::Tensor& w) {
@@ -62,7 +58,7 @@ TEST(OrtFloatEmulation, MatMulMatchesOnnxRuntimeAndTheSequentialFmaBitForBit) {
   const at::Tensor w = at::randn({48, 24}) * at::exp(at::randn({48, 24}) * 3);
   const std::string model = matmulModel(w);
   verify::OrtRunnerOptions options;
-  options.ort_dir = ortDir();
+  options.ort_dir = testOrtDir();
   const at::Tensor ort = verify::OrtRunner(options).run(model, {{"x", x}}).at("y");
   Graph g = importOnnxFile(model);
   const at::Tensor emulated = Executor(g, {}, ortEmulationRegistry()).run({{"x", x}}).at("y");
@@ -82,7 +78,7 @@ TEST(OrtFloatEmulation, ReduceMeanOverTheInnermostAxisMatchesOnnxRuntimeBitForBi
   const std::string model = makeTempDir("ort-reducemean") + "/model.onnx";
   b.save(model);
   verify::OrtRunnerOptions options;
-  options.ort_dir = ortDir();
+  options.ort_dir = testOrtDir();
   const at::Tensor ort = verify::OrtRunner(options).run(model, {{"x", x}}).at("y");
   Graph g = importOnnxFile(model);
   const at::Tensor emulated = Executor(g, {}, ortEmulationRegistry()).run({{"x", x}}).at("y");
@@ -99,7 +95,7 @@ ThreeWay runOneNode(OnnxBuilder& b, const std::string& tag, const at::Tensor& x)
   const std::string model = makeTempDir(tag) + "/model.onnx";
   b.save(model);
   verify::OrtRunnerOptions options;
-  options.ort_dir = ortDir();
+  options.ort_dir = testOrtDir();
   ThreeWay out;
   out.ort = verify::OrtRunner(options).run(model, {{"x", x}}).at("y");
   Graph g = importOnnxFile(model);

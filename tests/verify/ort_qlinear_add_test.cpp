@@ -15,15 +15,11 @@
 #include "exec/ort_emulation.h"
 #include "ir/onnx_import.h"
 #include "support/onnx_builder.h"
+#include "support/ort_dir.h"
 #include "verify/ort_runner.h"
 
 namespace qforge::testing {
 namespace {
-
-std::string ortDir() {
-  const char* dir = std::getenv("QFORGE_ORT_DIR");
-  return dir && *dir ? dir : std::string(QFORGE_BINARY_DIR) + "/ort";
-}
 
 const float a_scale = 0.01935313269495964f, b_scale = 0.01307358592748642f,
             c_scale = 0.024832624942064285f;
@@ -48,7 +44,7 @@ std::pair<at::Tensor, at::Tensor> runBoth(const at::Tensor& a, const at::Tensor&
   builder.save(model);
 
   verify::OrtRunnerOptions options;
-  options.ort_dir = ortDir();
+  options.ort_dir = testOrtDir();
   const at::Tensor ort = verify::OrtRunner(options).run(model, {{"a", a}, {"b", b}}).at("c");
   Graph g = importOnnxFile(model);
   const at::Tensor emulated =

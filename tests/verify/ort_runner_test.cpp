@@ -23,6 +23,7 @@
 #include "ir/onnx_import.h"
 #include "support/checks.h"
 #include "support/onnx_builder.h"
+#include "support/ort_dir.h"
 
 namespace qforge::testing {
 namespace {
@@ -33,11 +34,6 @@ using verify::OrtRunnerOptions;
 
 constexpr int32_t kFloat = onnx::TensorProto::FLOAT;
 constexpr int32_t kInt8 = onnx::TensorProto::INT8;
-
-std::string testOrtDir() {
-  const char* dir = std::getenv("QFORGE_ORT_DIR");
-  return dir && *dir ? dir : std::string(QFORGE_BINARY_DIR) + "/ort";
-}
 
 OrtRunner ortRunner(OrtRunnerOptions options = {}) {
   if (options.ort_dir.empty()) options.ort_dir = testOrtDir();
