@@ -8,6 +8,8 @@ packages=(
   nlohmann-json3-dev libcli11-dev libyaml-cpp-dev googletest libgtest-dev libbenchmark-dev libstb-dev
   dataset-fashion-mnist libonnx-testdata
   python3-torch python3-torchvision python3-onnx
+  # c10d's ProcessGroupGloo headers (data-parallel QAT) include gloo's.
+  libgloo-dev
 )
 
 missing=()
