@@ -421,15 +421,20 @@ void mergeOne(PreparedModel& model, const SimulatedBatchNorm& s) {
 
   // BN as y = a * x + t per channel, in double as foldBatchNorm computes it.
   const double epsilon = floatAttr(*bn, "epsilon", 1e-5);
+  const at::Tensor& w = s.weight->initializer();
+  // The weight, though, exactly as the graph scaled it (same float ops): the weight quantizer's
+  // range was observed on that tensor, and its extreme element sits on a rounding boundary
+  // (amax / scale = qmax + 0.5 for a [-128, 127] grid), which one ulp of difference would cross.
+  const at::Tensor factor =
+      fixedTensor(bn->input(1), *bn) /
+      at::sqrt(fixedTensor(bn->input(4), *bn) + at::full({}, epsilon, w.options()));
+  const at::Tensor folded_weight = w * quant::alongAxis(factor, weightAxis(*producer), w.dim());
   const at::Tensor gamma = fixedTensor(bn->input(1), *bn).to(at::kDouble);
   const at::Tensor beta = fixedTensor(bn->input(2), *bn).to(at::kDouble);
   const at::Tensor mean = fixedTensor(bn->input(3), *bn).to(at::kDouble);
   const at::Tensor var = fixedTensor(bn->input(4), *bn).to(at::kDouble);
   const at::Tensor a = gamma / at::sqrt(var + epsilon);
   const at::Tensor t = beta - mean * a;
-  const at::Tensor& w = s.weight->initializer();
-  const at::Tensor folded_weight =
-      (w.to(at::kDouble) * quant::alongAxis(a, weightAxis(*producer), w.dim())).to(w.scalar_type());
   at::Tensor folded_bias;
   if (s.bias != nullptr) {
     const at::Tensor& b = fixedTensor(s.bias, *bn);

@@ -46,11 +46,12 @@ void registerTrainingBatchNorm(OpRegistry& registry,
 int simulateBatchNormFolding(PreparedModel& model);
 
 // Undoes simulateBatchNormFolding with BN folded for real, from the current initializers:
-// W' = W * s, b' = b * s + (beta - mean * s) with s = gamma / sqrt(var + eps) (in double, as
-// foldBatchNorm), written as new initializers; the weight's FakeQuantize node reads W', the conv
-// reads b' (through its bias quantizer again, when the backend quantizes biases), the helper
-// nodes, BN and unused parameters are removed, and the conv output takes BN's output name.
-// Returns the number merged. The model's executor is rebuilt on next use.
+// W' = W * s, b' = b * s + (beta - mean * s) with s = gamma / sqrt(var + eps) (W' with the very
+// float operations the simulated graph scaled W with, so the weight quantizer's range fits it
+// bit for bit; b' in double, as foldBatchNorm), written as new initializers; the weight's
+// FakeQuantize node reads W', the conv reads b' (through its bias quantizer again, when the backend
+// quantizes biases), the helper nodes, BN and unused parameters are removed, and the conv output
+// takes BN's output name. Returns the number merged. The model's executor is rebuilt on next use.
 int mergeSimulatedBatchNorm(PreparedModel& model);
 
 }  // namespace qforge::passes
