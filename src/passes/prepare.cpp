@@ -94,6 +94,43 @@ bool foldsBatchNormAfter(const BackendConfig& backend, const std::vector<std::st
   return false;
 }
 
+// Kept BN (QAT) fused into a Conv/ConvTranspose/Gemm without a bias: folding BN later creates
+// that bias, so when the backend quantizes biases the producer gets a zero bias now, and with it
+// the bias quantizer the folded model needs (simulateBatchNormFolding, mergeSimulatedBatchNorm).
+// Under BN the zero bias changes nothing: training BN subtracts the batch mean, inference BN the
+// running one, after it.
+int addZeroBiasesUnderBatchNorm(Graph& graph, std::vector<QuantUnit>& units) {
+  int added = 0;
+  for (QuantUnit& unit : units) {
+    Node* producer = unit.anchor();
+    const std::string& op = producer->opType();
+    if (unit.nodes.size() < 2 || unit.nodes[1]->opType() != "BatchNormalization") continue;
+    if (op != "Conv" && op != "ConvTranspose" && op != "Gemm") continue;
+    if (producer->input(2) != nullptr || producer->input(1) == nullptr ||
+        !producer->input(1)->isInitializer()) {
+      continue;
+    }
+    const at::Tensor& w = producer->input(1)->initializer();
+    if (w.dim() < 2) continue;
+    int64_t channels = w.size(0);
+    if (op == "ConvTranspose") {
+      const Attribute* group = producer->attributes.find("group");
+      channels = w.size(1) * (group != nullptr ? group->i : 1);
+    } else if (op == "Gemm") {
+      const Attribute* trans_b = producer->attributes.find("transB");
+      if (trans_b == nullptr || trans_b->i == 0) channels = w.size(1);
+    }
+    const std::string label = producer->name().empty() ? unit.name : producer->name();
+    Value* bias =
+        graph.addInitializer(graph.uniqueName(label + "_bias"), at::zeros({channels}, w.options()));
+    graph.setInput(producer, 2, bias);
+    if (op == "Gemm") producer->attributes.set(Attribute::makeFloat("beta", 1.0));
+    unit.bias = Use{producer, 2};
+    ++added;
+  }
+  return added;
+}
+
 std::vector<UnitSettings> resolveSettings(const std::vector<QuantUnit>& units,
                                           const BackendConfig& backend, const QuantConfig& config) {
   const backends::QuantSpec weight =
@@ -214,7 +251,11 @@ std::unique_ptr<PreparedModel> prepare(Graph g, const BackendConfig& backend,
     });
   }
 
-  const std::vector<QuantUnit> units = findQuantUnits(g, backend, options.config.extra_quantizable);
+  std::vector<QuantUnit> units = findQuantUnits(g, backend, options.config.extra_quantizable);
+  if (!options.fold_batchnorm && backend.constraints.bias.mode != backends::BiasRule::Mode::Float) {
+    runStep("zero biases under BatchNormalization", g,
+            [&] { return addZeroBiasesUnderBatchNorm(g, units); });
+  }
   std::vector<UnitSettings> settings = resolveSettings(units, backend, options.config);
   std::vector<UnitSummary> summaries;
   std::set<const Node*> in_units;

@@ -65,6 +65,9 @@ class PreparedModel {
 
   // The executor over the prepared graph (built on first use, with the FakeQuantize op).
   Executor& executor();
+  // Call after adding or removing nodes of graph(): the next executor() call builds a new
+  // executor over the edited graph (hooks added to the old one are gone with it).
+  void graphEdited() { executor_.reset(); }
 
  private:
   friend std::unique_ptr<PreparedModel> assemblePreparedModel(Graph, backends::BackendConfig,
