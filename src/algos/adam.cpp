@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "core/error.h"
+
 namespace qforge::algos {
 
 Adam::Adam(std::vector<at::Tensor> params, double lr, double beta1, double beta2, double eps)
@@ -27,6 +29,33 @@ void Adam::step() {
     p.addcdiv_(first_moment_[i], denom, -lr_ / correction1);
     p.mutable_grad().zero_();
   }
+}
+
+std::map<std::string, at::Tensor> Adam::state() const {
+  std::map<std::string, at::Tensor> state;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    state["m." + std::to_string(i)] = first_moment_[i];
+    state["v." + std::to_string(i)] = second_moment_[i];
+  }
+  state["steps"] = at::tensor(steps_, at::kLong);
+  return state;
+}
+
+void Adam::loadState(const std::map<std::string, at::Tensor>& state) {
+  at::NoGradGuard no_grad;
+  const auto entry = [&](const std::string& key, const at::Tensor& like) {
+    auto it = state.find(key);
+    require(it != state.end(), "Adam state has no entry '" + key + "'");
+    require(!like.defined() || it->second.sizes() == like.sizes(),
+            "Adam state entry '" + key + "' has shape " + c10::str(it->second.sizes()) +
+                ", the parameter " + c10::str(like.sizes()));
+    return it->second;
+  };
+  for (size_t i = 0; i < params_.size(); ++i) {
+    first_moment_[i].copy_(entry("m." + std::to_string(i), params_[i]));
+    second_moment_[i].copy_(entry("v." + std::to_string(i), params_[i]));
+  }
+  steps_ = entry("steps", at::Tensor()).item<int64_t>();
 }
 
 }  // namespace qforge::algos

@@ -5,6 +5,8 @@
 
 #include <ATen/ATen.h>
 
+#include <map>
+#include <string>
 #include <vector>
 
 namespace qforge::algos {
@@ -21,6 +23,11 @@ class Adam {
   double learningRate() const { return lr_; }
   int64_t steps() const { return steps_; }
   const std::vector<at::Tensor>& parameters() const { return params_; }
+
+  // The moments and step count, for checkpoints ("m.3", "v.3", "steps"). loadState() refuses
+  // missing entries and shapes that do not match the parameters.
+  std::map<std::string, at::Tensor> state() const;
+  void loadState(const std::map<std::string, at::Tensor>& state);
 
  private:
   std::vector<at::Tensor> params_;

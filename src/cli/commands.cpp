@@ -9,6 +9,7 @@ CommandTable registerCommands(CLI::App& app) {
   table.push_back(addInspectCommand(app));
   table.push_back(addRunCommand(app));
   table.push_back(addQuantizeCommand(app));
+  table.push_back(addQatCommand(app));
   table.push_back(addDeployCommand(app));
   table.push_back(addVerifyCommand(app));
   return table;

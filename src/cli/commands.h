@@ -23,5 +23,6 @@ std::pair<CLI::App*, std::function<int()>> addRunCommand(CLI::App& app);
 std::pair<CLI::App*, std::function<int()>> addQuantizeCommand(CLI::App& app);
 std::pair<CLI::App*, std::function<int()>> addDeployCommand(CLI::App& app);
 std::pair<CLI::App*, std::function<int()>> addVerifyCommand(CLI::App& app);
+std::pair<CLI::App*, std::function<int()>> addQatCommand(CLI::App& app);
 
 }  // namespace qforge::cli

@@ -1,5 +1,7 @@
 #include "deploy/deploy.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <filesystem>
 
@@ -55,12 +57,12 @@ void checkBackendConstraints(const QuantTable& table, const backends::BackendCon
   }
 }
 
-DeployResult deployPreparedModel(passes::PreparedModel& model, const std::string& out_dir,
-                                 const WriterRegistry& writers) {
+namespace {
+
+// Every deploy file of `model`, written into `out_dir`.
+DeployResult writeDeployFiles(passes::PreparedModel& model, const DeployModel& deployable,
+                              const std::string& out_dir, const WriterRegistry& writers) {
   DeployResult result;
-  DeployModel deployable = buildDeployModel(model);
-  checkBackendConstraints(deployable.table, model.backend());
-  std::filesystem::create_directories(out_dir);
   nlohmann::json& m = result.manifest;
   m["backend"] = model.backend().name;
   m["deploy_format"] = model.backend().deploy_format;
@@ -127,6 +129,40 @@ DeployResult deployPreparedModel(passes::PreparedModel& model, const std::string
   for (const std::string& f : result.files)
     m["files"].push_back(std::filesystem::path(f).filename().string());
   writeFileAtomically(manifest_path, m.dump(2) + "\n");
+  return result;
+}
+
+}  // namespace
+
+DeployResult deployPreparedModel(passes::PreparedModel& model, const std::string& out_dir,
+                                 const WriterRegistry& writers) {
+  DeployModel deployable = buildDeployModel(model);
+  checkBackendConstraints(deployable.table, model.backend());
+  std::filesystem::create_directories(out_dir);
+  // A format writer may still refuse the model after others wrote their files (TensorRT's 8-bit
+  // activations, say): everything is written into a staging directory beside the output first and
+  // moved into place only when all of it succeeded, so a refusal leaves no deploy files behind.
+  const std::string staging = fileIn(out_dir, ".deploy-staging-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(staging);
+  std::filesystem::create_directories(staging);
+  DeployResult result;
+  try {
+    result = writeDeployFiles(model, deployable, staging, writers);
+    for (std::string& f : result.files) {
+      const std::string final_path = fileIn(out_dir, std::filesystem::path(f).filename().string());
+      std::filesystem::rename(f, final_path);
+      f = final_path;
+    }
+    // Files a writer produced without listing them (external tensor data beside a model).
+    for (const auto& entry : std::filesystem::directory_iterator(staging)) {
+      std::filesystem::rename(entry.path(),
+                              std::filesystem::path(out_dir) / entry.path().filename());
+    }
+  } catch (...) {
+    std::filesystem::remove_all(staging);
+    throw;
+  }
+  std::filesystem::remove_all(staging);
   return result;
 }
 

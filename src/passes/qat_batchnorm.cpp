@@ -540,4 +540,21 @@ int mergeSimulatedBatchNorm(PreparedModel& model) {
   return merged;
 }
 
+bool isSimulatedBatchNormHelper(const Node& node) {
+  for (const auto& [key, value] : node.metadata_props) {
+    if (key == kSimulatedBnKey) return true;
+  }
+  return false;
+}
+
+int countSimulatedBatchNorms(const Graph& graph) {
+  std::set<std::string> batchnorms;
+  for (const Node* node : graph.nodes()) {
+    for (const auto& [key, value] : node->metadata_props) {
+      if (key == kSimulatedBnKey) batchnorms.insert(value);
+    }
+  }
+  return static_cast<int>(batchnorms.size());
+}
+
 }  // namespace qforge::passes

@@ -54,4 +54,9 @@ int simulateBatchNormFolding(PreparedModel& model);
 // takes BN's output name. Returns the number merged. The model's executor is rebuilt on next use.
 int mergeSimulatedBatchNorm(PreparedModel& model);
 
+// Whether `node` is one of the nodes simulated folding added (factor, W * factor, y / factor, + b).
+bool isSimulatedBatchNormHelper(const Node& node);
+// How many BNs of `graph` are in the simulated-folding form.
+int countSimulatedBatchNorms(const Graph& graph);
+
 }  // namespace qforge::passes

@@ -74,9 +74,14 @@ void ObserverRegistry::add(const std::string& kind, Factory factory) {
 std::unique_ptr<Observer> ObserverRegistry::create(
     const std::string& kind, const std::string& tensor_name, const QScheme& scheme,
     const std::map<std::string, double>& options) const {
+  // "none": a fake quantizer that needs no range (DoReFa's weights) or gets its parameters set.
+  if (kind == "none") {
+    require(options.empty(), "observer 'none' takes no options");
+    return nullptr;
+  }
   auto it = factories_.find(kind);
   require(it != factories_.end(),
-          "unknown observer '" + kind + "'; known: " + knownKinds(factories_));
+          "unknown observer '" + kind + "'; known: none, " + knownKinds(factories_));
   QuantOptions reader(kind + " observer", options);
   std::unique_ptr<Observer> observer = it->second(tensor_name, scheme, reader);
   reader.finish();
