@@ -59,9 +59,11 @@ def run(cmd):
     return json.loads(done.stdout)
 
 
-def fraction(top1):
-    """qforge qat reports top-1 in percent, quantize and verify as fractions."""
-    return None if top1 is None else (top1 / 100 if top1 > 1.0 else top1)
+def fractions(report, keys):
+    """qforge qat reports top-1 in percent (its contract), quantize and verify as fractions; the
+    float top-1 (~90) tells which, should that change."""
+    scale = 100.0 if report.get("float_top1", 0) > 1.0 else 1.0
+    return [None if report.get(k) is None else report[k] / scale for k in keys]
 
 
 def model_path(model):
@@ -74,8 +76,9 @@ def verify(a, out):
         cmd += ["--limit", str(a.eval_limit)]
     v = run(cmd)
     acc = v["accuracy"]
-    return {"ort_qdq": acc.get("ONNX Runtime, QDQ model"),
-            "verify_sim": acc.get("qforge simulation"),
+    # verify judges ORT against the simulation with ORT's int32 biases when it has one.
+    sim = acc.get("qforge simulation, int32 biases as ONNX Runtime", acc.get("qforge simulation"))
+    return {"ort_qdq": acc.get("ONNX Runtime, QDQ model"), "verify_sim": sim,
             "verify_passed": v.get("passed"), "verify_failures": v.get("failures", [])}
 
 
@@ -93,8 +96,9 @@ def qat_row(a, row_id, model, backend, bits, algo, epochs, out):
         cmd += ["--eval-limit", str(a.eval_limit)]
     log(f"{row_id}: {' '.join(cmd[1:])}")
     r = run(cmd)
-    return {"float": fraction(r.get("float_top1")), "ptq_start": fraction(r.get("ptq_top1")),
-            "quantized": fraction(r.get("qat_top1")), "train_seconds": r.get("train_seconds"),
+    float_top1, ptq_start, quantized = fractions(r, ("float_top1", "ptq_top1", "qat_top1"))
+    return {"float": float_top1, "ptq_start": ptq_start, "quantized": quantized,
+            "train_seconds": r.get("train_seconds"),
             "step_ms": r.get("step_ms"), "steps": r.get("steps"),
             "samples_per_second": r.get("samples_per_second"), "epoch_log": r.get("epochs"),
             "command": " ".join(cmd[1:])}

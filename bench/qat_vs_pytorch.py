@@ -38,6 +38,7 @@ import json
 import os
 import platform
 import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -339,9 +340,10 @@ def thread_count():
     return int(value) if value.strip() else os.cpu_count()
 
 
-def percent(top1):
-    """qforge's --json reports top-1 in percent, this script's own figures are fractions."""
-    return top1 if top1 > 1.0 else 100 * top1
+def percent(report, key):
+    """qforge qat reports top-1 in percent (its contract); the float top-1 (~90) tells, should
+    that change."""
+    return report[key] * (1.0 if report.get("float_top1", 100) > 1.0 else 100.0)
 
 
 def main():
@@ -424,14 +426,14 @@ def main():
             q = r["qforge"]
             top1 = ""
             if "ptq_top1" in q and "qat_top1" in q:
-                top1 = (f"; top-1 PTQ start {percent(q['ptq_top1']):.2f}, after "
-                        f"{q.get('steps')} steps {percent(q['qat_top1']):.2f}")
+                top1 = (f"; top-1 PTQ start {percent(q, 'ptq_top1'):.2f}, after "
+                        f"{q.get('steps')} steps {percent(q, 'qat_top1'):.2f}")
             print(f"  run {i + 1}: {q['step_ms']:.2f} ms/step "
                   f"({q.get('samples_per_second', 0):.0f} samples/s){top1}")
-        ratios = sorted(r["speed_ratio_vs_pytorch"] for r in repeats)
+        ratios = [r["speed_ratio_vs_pytorch"] for r in repeats]
         print("speed ratio (PyTorch ms / qforge ms, > 1 = qforge faster): "
-              + ", ".join(f"{x:.2f}x" for x in (r["speed_ratio_vs_pytorch"] for r in repeats))
-              + f" (median {ratios[len(ratios) // 2]:.2f}x)")
+              + ", ".join(f"{x:.2f}x" for x in ratios)
+              + f" (median {statistics.median(ratios):.2f}x)")
     results = {"pytorch": dict(d, warmup_step_ms=[1000 * x for x in warmup_seconds],
                                ptq_top1=peer.ptq_top1, qat_top1=qat_top1,
                                steps_trained=peer.steps_done, last_loss=peer.loss,
