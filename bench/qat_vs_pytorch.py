@@ -327,7 +327,7 @@ def time_qforge(args, threads):
         raise SystemExit(f"qforge qat failed ({done.returncode}): {done.stderr.strip()}")
     report = json.loads(done.stdout)
     keep = ("steps", "train_seconds", "step_ms", "samples_per_second", "float_top1", "ptq_top1",
-            "qat_top1", "peak_rss_bytes")
+            "qat_top1", "batchnorms_simulated", "quantizer_parameters", "peak_rss_bytes")
     result = {k: report[k] for k in keep if k in report}
     result.update(command=" ".join(cmd[1:]), process_seconds=wall, threads=threads)
     return result
@@ -420,8 +420,11 @@ def main():
           f"after {peer.steps_done} steps {100 * qat_top1:.2f} (last loss {peer.loss:.4f}); "
           f"peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
     if not args.pytorch_only:
+        simulated = repeats[0]["qforge"].get("batchnorms_simulated", "?")
+        pytorch_simulated = sum(n for kind, n in d["modules"].items() if "ConvBn" in kind)
         print(f"qforge qat, TensorRT W{args.bits}A{args.bits} LSQ, same model, batch, optimizer "
-              f"and threads (step_ms: its steps after the first {QFORGE_WARMUP_STEPS})")
+              f"and threads (step_ms: its steps after the first {QFORGE_WARMUP_STEPS}; "
+              f"{simulated} Conv+BN with simulated folding, PyTorch {pytorch_simulated})")
         for i, r in enumerate(repeats):
             q = r["qforge"]
             top1 = ""
