@@ -29,13 +29,15 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONFIGS = os.path.join(ROOT, "bench", "configs")
 
 # id -> (model, backend, bits, algo, epochs); algo "ptq" is `qforge quantize`, naive calibration.
+# W4A4 rows use TensorRT's scheme deployed as a plain QDQ model (TensorRT_QDQ): TensorRT's own
+# deploy format takes 8-bit activations only and refuses a 4-bit model.
 ROWS = {
-    "resnet-lsq": ("resnet", "TensorRT", "W4A4", "lsq", 3),
-    "mobilenet-lsq": ("mobilenet", "TensorRT", "W4A4", "lsq", 5),
-    "resnet-pact": ("resnet", "TensorRT", "W4A4", "pact", 3),
-    "resnet-dsq": ("resnet", "TensorRT", "W4A4", "dsq", 3),
-    "resnet-dorefa": ("resnet", "TensorRT", "W4A4", "dorefa", 3),
-    "resnet-tqt": ("resnet", "TensorRT", "W4A4", "tqt", 3),
+    "resnet-lsq": ("resnet", "TensorRT_QDQ", "W4A4", "lsq", 3),
+    "mobilenet-lsq": ("mobilenet", "TensorRT_QDQ", "W4A4", "lsq", 5),
+    "resnet-pact": ("resnet", "TensorRT_QDQ", "W4A4", "pact", 3),
+    "resnet-dsq": ("resnet", "TensorRT_QDQ", "W4A4", "dsq", 3),
+    "resnet-dorefa": ("resnet", "TensorRT_QDQ", "W4A4", "dorefa", 3),
+    "resnet-tqt": ("resnet", "TensorRT_QDQ", "W4A4", "tqt", 3),
     "resnet-w8a8-qat": ("resnet", "TensorRT", "W8A8", "lsq", 1),
     "resnet-w8a8-ptq": ("resnet", "TensorRT", "W8A8", "ptq", 0),
     "mobilenet-w8a8-qat": ("mobilenet", "TensorRT", "W8A8", "lsq", 1),
@@ -43,6 +45,7 @@ ROWS = {
 }
 # Bits only: the fake quantizer (and the observers it needs) come from --algo.
 BITS_CONFIG = {"W4A4": "w4a4_qat.yaml", "W8A8": "w8a8_qat.yaml"}
+BACKEND_FILES = {"TensorRT_QDQ": "tensorrt_qdq.json"}  # backends that are not built in
 CALIB = ["--calib-batches", "16", "--calib-batch", "64"]
 
 
@@ -55,7 +58,7 @@ def run(cmd):
     something failed (verify's gates), anything else an error."""
     done = subprocess.run(cmd, capture_output=True, text=True)
     if done.returncode not in (0, 1) or not done.stdout.strip().startswith("{"):
-        raise RuntimeError(f"{' '.join(cmd)}: exit {done.returncode}: {done.stderr.strip()[-600:]}")
+        raise RuntimeError(f"{cmd[1]} exit {done.returncode}: {done.stderr.strip()[-600:]}")
     return json.loads(done.stdout)
 
 
@@ -68,6 +71,10 @@ def fractions(report, keys):
 
 def model_path(model):
     return os.path.join(ROOT, "models", "zoo", model + ".onnx")
+
+
+def backend_arg(backend):
+    return os.path.join(CONFIGS, BACKEND_FILES[backend]) if backend in BACKEND_FILES else backend
 
 
 def verify(a, out):
@@ -83,7 +90,7 @@ def verify(a, out):
 
 
 def qat_row(a, row_id, model, backend, bits, algo, epochs, out):
-    cmd = [a.qforge, "qat", model_path(model), "--backend", backend, "--algo", algo,
+    cmd = [a.qforge, "qat", model_path(model), "--backend", backend_arg(backend), "--algo", algo,
            "--config", os.path.join(CONFIGS, BITS_CONFIG[bits]),
            "--data", "fashion-mnist:train", "--epochs", str(epochs), "--out", out,
            "--eval", "fashion-mnist:test", "--seed", "0", "--json", "--quiet"] + CALIB
@@ -105,7 +112,7 @@ def qat_row(a, row_id, model, backend, bits, algo, epochs, out):
 
 
 def ptq_row(a, row_id, model, backend, bits, out):
-    cmd = [a.qforge, "quantize", model_path(model), "--backend", backend,
+    cmd = [a.qforge, "quantize", model_path(model), "--backend", backend_arg(backend),
            "--config", os.path.join(CONFIGS, BITS_CONFIG[bits]), "--calib", "fashion-mnist:train",
            "--eval", "fashion-mnist:test", "--out", out, "--json", "--quiet"] + CALIB
     if a.eval_limit:
@@ -117,12 +124,18 @@ def ptq_row(a, row_id, model, backend, bits, out):
             "command": " ".join(cmd[1:])}
 
 
-def one_row(a, row_id):
+def row_header(a, row_id):
     model, backend, bits, algo, epochs = ROWS[row_id]
     if algo != "ptq" and a.epochs is not None:
         epochs = a.epochs
-    row = {"id": row_id, "model": model, "backend": backend, "bits": bits, "algo": algo,
-           "epochs": epochs, "limit": a.limit or None, "eval_limit": a.eval_limit or None}
+    return {"id": row_id, "model": model, "backend": backend, "bits": bits, "algo": algo,
+            "epochs": epochs, "limit": a.limit or None, "eval_limit": a.eval_limit or None}
+
+
+def one_row(a, row_id):
+    row = row_header(a, row_id)
+    model, backend, bits, algo, epochs = (row[k] for k in ("model", "backend", "bits", "algo",
+                                                            "epochs"))
     with tempfile.TemporaryDirectory() as out:
         if algo == "ptq":
             row.update(ptq_row(a, row_id, model, backend, bits, out))
@@ -194,7 +207,7 @@ def main():
     if a.list:
         for row_id, (model, backend, bits, algo, epochs) in ROWS.items():
             what = "PTQ (qforge quantize)" if algo == "ptq" else f"QAT {algo}, {epochs} epochs"
-            print(f"{row_id:20s} {model:10s} {backend:9s} {bits}  {what}")
+            print(f"{row_id:20s} {model:10s} {backend:13s} {bits}  {what}")
         return 0
     if a.from_json:
         with open(a.from_json) as f:
@@ -214,9 +227,7 @@ def main():
         try:
             r = one_row(a, row_id)
         except (RuntimeError, KeyError, OSError, ValueError) as e:
-            model, backend, bits, algo, epochs = ROWS[row_id]
-            r = {"id": row_id, "model": model, "backend": backend, "bits": bits, "algo": algo,
-                 "epochs": epochs, "error": str(e)}
+            r = dict(row_header(a, row_id), error=str(e))
         rows.append(r)
         log(json.dumps({k: v for k, v in r.items() if k not in ("epoch_log", "command")}))
         if a.json:
