@@ -129,7 +129,8 @@ def row_header(a, row_id):
     if algo != "ptq" and a.epochs is not None:
         epochs = a.epochs
     return {"id": row_id, "model": model, "backend": backend, "bits": bits, "algo": algo,
-            "epochs": epochs, "limit": a.limit or None, "eval_limit": a.eval_limit or None}
+            "epochs": epochs, "limit": (a.limit or None) if algo != "ptq" else None,
+            "eval_limit": a.eval_limit or None}
 
 
 def one_row(a, row_id):
