@@ -79,6 +79,10 @@ TEST(DorefaTest, HandComputedTwoBitWeights) {
   const at::Tensor y = dorefa.forward(at::tensor({-1.0f, 0.0f, 0.5f, 2.0f}));
   EXPECT_TRUE(at::allclose(y, at::tensor({-1.0f, 1.0f / 3, 1.0f / 3, 1.0f}), 0, 1e-6));
   EXPECT_FLOAT_EQ(dorefa.qparams().scaleValue(), 1.0f / 3);
+  // The levels -3, -1, 1, 3 (times 1/3) live on the restricted 3-bit grid [-3, 3].
+  EXPECT_EQ(dorefa.scheme().bits, 3);
+  EXPECT_EQ(dorefa.scheme().qmin(), -3);
+  EXPECT_EQ(dorefa.scheme().qmax(), 3);
   EXPECT_THROW(DorefaFakeQuantizer("w", QScheme::uint8Asymmetric()), Error);
 }
 

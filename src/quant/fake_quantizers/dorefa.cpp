@@ -3,19 +3,36 @@
 namespace qforge {
 namespace quant {
 
+namespace {
+
+// The k-bit DoReFa levels (2j - n) / n, n = 2^k - 1, are every other integer of the restricted
+// (k+1)-bit grid [-n, n] at scale 1/n; no k-bit grid with an integer zero point holds them (on
+// [-2^(k-1), 2^(k-1) - 1] at scale 2/n the zero point would be n/2). The quantizer therefore
+// describes itself with that grid, so deployment stores the levels exactly.
+QScheme levelGrid(QScheme scheme) {
+  if (scheme.bits >= 16) return scheme;  // validated (and refused) by FakeQuantizer's constructor
+  scheme.bits += 1;
+  scheme.symmetric = true;
+  scheme.symmetric_range = true;
+  return scheme;
+}
+
+}  // namespace
+
 DorefaFakeQuantizer::DorefaFakeQuantizer(std::string name, QScheme scheme)
-    : FakeQuantizer("DoReFa", std::move(name), scheme, nullptr) {
+    : FakeQuantizer("DoReFa", std::move(name), levelGrid(scheme), nullptr),
+      levels_(static_cast<double>((int64_t{1} << scheme.bits) - 1)) {
   if (scheme.is_unsigned) fail("DoReFa weights are signed; use a signed scheme");
   if (scheme.perChannel()) fail("DoReFa normalises the whole tensor; use a per-tensor scheme");
+  if (scheme.bits >= 16) fail("DoReFa needs one bit more than its levels; use at most 15 bits");
 }
 
 QParams DorefaFakeQuantizer::currentQParams() const {
-  const double n = static_cast<double>((int64_t{1} << scheme().bits) - 1);
-  return makeQParams({static_cast<float>(1.0 / n)}, {0});
+  return makeQParams({static_cast<float>(1.0 / levels_)}, {0});
 }
 
 at::Tensor DorefaFakeQuantizer::quantize(const at::Tensor& x) {
-  const double n = static_cast<double>((int64_t{1} << scheme().bits) - 1);
+  const double n = levels_;
   const at::Tensor t = at::tanh(x);
   // A tensor of zeros would divide by zero; the tiny floor leaves every other tensor unchanged.
   const at::Tensor r = t / (2.0 * at::clamp_min(t.abs().max(), 1e-12)) + 0.5;
