@@ -42,7 +42,11 @@ TEST(RegistryTest, RefusesUnknownKindsAndOptions) {
   ObserverRegistry registry;
   registerBuiltinObservers(registry);
   expectErrorContaining([&] { registry.create("Histogram", "x", QScheme{}); },
-                        "unknown observer 'Histogram'; known: ClipStd, EmaMinMax");
+                        "unknown observer 'Histogram'; known: none, ClipStd, EmaMinMax");
+  // "none": no observer, for quantizers that need no range (DoReFa weights).
+  EXPECT_EQ(registry.create("none", "x", QScheme{}), nullptr);
+  expectErrorContaining([&] { registry.create("none", "x", QScheme{}, {{"ratio", 0.5}}); },
+                        "observer 'none' takes no options");
   expectErrorContaining(
       [&] {
         registry.create("EmaMinMax", "x", QScheme{}, {{"ration", 0.5}});
