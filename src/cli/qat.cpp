@@ -120,11 +120,11 @@ void applyAlgorithm(const std::string& algo, passes::QuantConfig& config) {
     weight = {{"fake_quantizer", "DSQ"}};
     activation = {{"fake_quantizer", "DSQ"}};
   } else if (algo == "dorefa") {
-    weight = {{"fake_quantizer", "DoReFa"}, {"observer", "none"}, {"per_channel", false}};
+    weight = {{"fake_quantizer", "DoReFa"}, {"per_channel", false}, {"unsigned", false}};
     activation = {{"fake_quantizer", "LSQ"}};
   } else if (algo == "tqt") {
-    weight = {{"fake_quantizer", "TQT"}, {"per_channel", false}};
-    activation = {{"fake_quantizer", "TQT"}};
+    weight = {{"fake_quantizer", "TQT"}, {"per_channel", false}, {"symmetric", true}};
+    activation = {{"fake_quantizer", "TQT"}, {"symmetric", true}};
   } else {
     throw Error("unknown QAT algorithm '" + algo + "'; known: lsq, lsq+, pact, dsq, dorefa, tqt");
   }
@@ -134,6 +134,12 @@ void applyAlgorithm(const std::string& algo, passes::QuantConfig& config) {
   }
   for (auto& [key, value] : activation.items()) {
     if (!config.activation.contains(key)) config.activation[key] = value;
+  }
+  // DoReFa normalises weights by their own maximum: an observer (the config's, say) has nothing
+  // to set.
+  if (config.weight.value("fake_quantizer", "") == "DoReFa") {
+    config.weight["observer"] = "none";
+    config.weight.erase("observer_options");
   }
 }
 

@@ -113,6 +113,19 @@ TEST(QatCli, EveryAlgorithmTrainsAndDeploys) {
     EXPECT_EQ(j["steps"], 2) << algo;
     EXPECT_TRUE(std::filesystem::exists(dir + "/" + algo + "/model.qdq.onnx")) << algo;
   }
+  // Academic at W4A4 with MSE observers in the config: DoReFa drops the observer and takes a
+  // signed grid, TQT a symmetric one, LSQ+ learns the asymmetric activations' zero points.
+  for (const std::string algo : {"dorefa", "tqt", "lsq+"}) {
+    const CliResult r = runCli("qat " + zoo("resnet") + " --backend Academic --config " +
+                                   std::string(QFORGE_SOURCE_DIR) +
+                                   "/bench/configs/w4a4_qat.yaml --limit 64 --batch 32 "
+                                   "--calib-batches 1 --calib-batch 32 --max-steps 2 --json "
+                                   "--algo " +
+                                   algo + " --out " + dir + "/academic-" + algo,
+                               "QFORGE_NUM_THREADS=1");
+    ASSERT_EQ(r.exit_code, 0) << algo << ": " << r.out;
+    EXPECT_GT(nlohmann::json::parse(r.out)["quantizer_parameters"].get<int64_t>(), 0) << algo;
+  }
 }
 
 TEST(QatCli, SigintSavesACheckpointAndTheResumedRunEndsBitIdentical) {

@@ -45,8 +45,11 @@ TEST(RegistryTest, RefusesUnknownKindsAndOptions) {
                         "unknown observer 'Histogram'; known: none, ClipStd, EmaMinMax");
   // "none": no observer, for quantizers that need no range (DoReFa weights).
   EXPECT_EQ(registry.create("none", "x", QScheme{}), nullptr);
-  expectErrorContaining([&] { registry.create("none", "x", QScheme{}, {{"ratio", 0.5}}); },
-                        "observer 'none' takes no options");
+  expectErrorContaining(
+      [&] {
+        registry.create("none", "x", QScheme{}, {{"ratio", 0.5}});
+      },
+      "observer 'none' takes no options");
   expectErrorContaining(
       [&] {
         registry.create("EmaMinMax", "x", QScheme{}, {{"ration", 0.5}});

@@ -10,7 +10,8 @@ namespace {
 // [-2^(k-1), 2^(k-1) - 1] at scale 2/n the zero point would be n/2). The quantizer therefore
 // describes itself with that grid, so deployment stores the levels exactly.
 QScheme levelGrid(QScheme scheme) {
-  if (scheme.bits >= 16) return scheme;  // validated (and refused) by FakeQuantizer's constructor
+  // Unsigned or too wide: left for the constructor to refuse with its own message.
+  if (scheme.bits >= 16 || scheme.is_unsigned) return scheme;
   scheme.bits += 1;
   scheme.symmetric = true;
   scheme.symmetric_range = true;
