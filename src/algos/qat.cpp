@@ -524,6 +524,7 @@ QatReport QatTrainer::train(std::shared_ptr<data::Dataset> dataset, data::Loader
         info.total_steps =
             config_.max_steps > 0 ? std::min(total_steps, config_.max_steps) : total_steps;
         info.loss = loss_value;
+        info.train_top1 = epoch_sums_[2] > 0 ? epoch_sums_[1] / epoch_sums_[2] : -1;
         info.lr = lr;
         info.seconds = secondsSince(start) - eval_seconds;
         info.steps_run = report.steps_run;

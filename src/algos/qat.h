@@ -73,7 +73,8 @@ struct QatStepInfo {
   int64_t epoch = 0, epochs = 0;
   int64_t step_in_epoch = 0, steps_per_epoch = 0;  // steps done in this epoch, of how many
   int64_t global_step = 0, total_steps = 0;
-  double loss = 0;  // this step's
+  double loss = 0;         // this step's
+  double train_top1 = -1;  // over this epoch's steps so far (-1: no labels)
   double lr = 0;
   double seconds = 0;     // since this process started training
   int64_t steps_run = 0;  // steps this process ran (after a resume: not the skipped ones)

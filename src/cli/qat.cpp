@@ -340,10 +340,11 @@ int runQat(QatOptions o) {
     if (!bar)
       bar = std::make_unique<ProgressBar>(s.total_steps - (s.global_step - s.steps_run), true,
                                           "step");
-    std::snprintf(note, sizeof(note), "epoch %lld/%lld  step %lld/%lld  loss %.4f  lr %.3g",
+    std::snprintf(note, sizeof(note),
+                  "epoch %lld/%lld  step %lld/%lld  loss %.4f  train top-1 %.1f%%  lr %.3g",
                   static_cast<long long>(s.epoch + 1), static_cast<long long>(s.epochs),
                   static_cast<long long>(s.step_in_epoch),
-                  static_cast<long long>(s.steps_per_epoch), s.loss, s.lr);
+                  static_cast<long long>(s.steps_per_epoch), s.loss, 100.0 * s.train_top1, s.lr);
     bar->update(s.steps_run, s.seconds, note);
   };
   const auto evaluate = [&](algos::QatTrainer& t) -> double {
