@@ -90,25 +90,13 @@ std::vector<at::Tensor> batchNormWithBatchStatistics(const OpContext& ctx) {
 
   const double epsilon = ctx.attrFloat("epsilon", 1e-5);
   const double momentum = ctx.attrFloat("momentum", 0.9);
-  std::vector<int64_t> reduce_dims = {0};
-  std::vector<int64_t> shape(x.dim(), 1);
-  shape[1] = channels;
-  for (int64_t d = 2; d < x.dim(); ++d)
-    reduce_dims.push_back(d);
-  auto [batch_var, batch_mean] = at::var_mean(x, reduce_dims, /*unbiased=*/false);
-  const at::Tensor gamma = ctx.input(1).to(x.scalar_type()).reshape(shape);
-  const at::Tensor beta = ctx.input(2).to(x.scalar_type()).reshape(shape);
-  at::Tensor y =
-      (x - batch_mean.reshape(shape)) * at::rsqrt(batch_var.reshape(shape) + epsilon) * gamma +
-      beta;
-  {
-    at::NoGradGuard no_grad;
-    const double unbias = static_cast<double>(count) / static_cast<double>(count - 1);
-    running_mean.mul_(momentum).add_(batch_mean.detach().to(running_mean.scalar_type()),
-                                     1 - momentum);
-    running_var.mul_(momentum).add_((batch_var.detach() * unbias).to(running_var.scalar_type()),
-                                    1 - momentum);
-  }
+  // ATen's fused batch norm: batch mean and biased variance (autograd through both), and the
+  // running statistics updated in place from the unbiased variance, as torch.nn.BatchNorm2d in
+  // training mode; ATen's momentum is 1 - ONNX's. One kernel instead of six elementwise passes.
+  const at::Tensor y = at::batch_norm(x, ctx.input(1).to(x.scalar_type()),
+                                      ctx.input(2).to(x.scalar_type()), running_mean, running_var,
+                                      /*training=*/true, 1.0 - momentum, epsilon,
+                                      /*cudnn_enabled=*/false);
   return {y};
 }
 
