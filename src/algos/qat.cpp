@@ -186,6 +186,14 @@ void QatTrainer::collectParameters() {
   require(!params_.empty(),
           "nothing to train: no float initializer feeds a weight, bias or "
           "normalisation of the prepared model");
+  appendQuantizerParameters();
+}
+
+void QatTrainer::appendQuantizerParameters() {
+  params_.resize(initializer_params_);
+  param_names_.resize(initializer_params_);
+  decays_.resize(initializer_params_);
+  batch_scaled_grad_.resize(initializer_params_);
   std::map<std::string, passes::PointKind> kinds;
   for (const auto& p : model_.points())
     kinds[p.quantizer] = p.kind;
@@ -372,26 +380,7 @@ void QatTrainer::resume(const std::string& checkpoint_path) {
     q->loadState(it->second);
   }
   // Loading state may have replaced the quantizers' parameter tensors: collect them again.
-  const size_t weights = initializer_params_;
-  params_.resize(weights);
-  param_names_.resize(weights);
-  decays_.resize(weights);
-  batch_scaled_grad_.resize(weights);
-  std::map<std::string, passes::PointKind> kinds;
-  for (const auto& p : model_.points())
-    kinds[p.quantizer] = p.kind;
-  for (quant::FakeQuantizer* q : model_.quantizers()) {
-    const bool batch_scaled = (q->kind() == "LSQ" || q->kind() == "LSQ+") &&
-                              kinds[q->name()] == passes::PointKind::Activation;
-    int index = 0;
-    for (const at::Tensor& p : q->parameters()) {
-      p.requires_grad_(true);
-      params_.push_back(p);
-      param_names_.push_back(q->name() + "." + std::to_string(index++));
-      decays_.push_back(false);
-      batch_scaled_grad_.push_back(batch_scaled);
-    }
-  }
+  appendQuantizerParameters();
   buildOptimizer();
   if (sgd_) {
     sgd_->loadState(c.optimizer);

@@ -148,6 +148,8 @@ class QatTrainer {
 
  private:
   void collectParameters();
+  // params_ after the initializers: every quantizer's parameters (again after loading state).
+  void appendQuantizerParameters();
   void buildOptimizer();
   double learningRate(int64_t global_step, int64_t epoch, int64_t total_steps) const;
   void stepOptimizer(double lr);

@@ -37,21 +37,6 @@ const at::Tensor& fixedTensor(const Graph& graph, const Value* v) {
   return constantSource(graph, v)->initializer();
 }
 
-// Removes `v` once nothing reads it, and the Identity chain and initializer it came from.
-void removeIfUnused(Graph& graph, Value* v) {
-  while (v != nullptr && v->uses().empty() && !graph.isGraphInput(v) && !graph.isGraphOutput(v)) {
-    Node* p = v->producer();
-    if (p == nullptr) {
-      if (v->isInitializer()) graph.removeValue(v);
-      return;
-    }
-    if (p->opType() != "Identity" || !isDefaultDomain(*p)) return;
-    Value* source = p->input(0);
-    graph.removeNode(p);
-    v = source;
-  }
-}
-
 // BN as y = s * x + t per channel, in double so the fold loses nothing before the final cast.
 struct ChannelAffine {
   at::Tensor s;  // [C]
@@ -231,6 +216,20 @@ bool foldOne(Graph& graph, Node* bn, const std::function<bool(const Node&)>& may
 }
 
 }  // namespace
+
+void removeIfUnused(Graph& graph, Value* v) {
+  while (v != nullptr && v->uses().empty() && !graph.isGraphInput(v) && !graph.isGraphOutput(v)) {
+    Node* p = v->producer();
+    if (p == nullptr) {
+      if (v->isInitializer()) graph.removeValue(v);
+      return;
+    }
+    if (p->opType() != "Identity" || !isDefaultDomain(*p)) return;
+    Value* source = p->input(0);
+    graph.removeNode(p);
+    v = source;
+  }
+}
 
 size_t foldBatchNorm(Graph& graph, const std::function<bool(const Node& producer)>& may_fold) {
   size_t folded = 0;

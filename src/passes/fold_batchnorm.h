@@ -31,4 +31,8 @@ namespace qforge::passes {
 // stays (a backend that quantizes the producer's weights before BN).
 size_t foldBatchNorm(Graph& graph, const std::function<bool(const Node& producer)>& may_fold = {});
 
+// Removes `v` once nothing reads it, with the Identity chain and the initializer it came from
+// (a folded BN's parameters, say).
+void removeIfUnused(Graph& graph, Value* v);
+
 }  // namespace qforge::passes

@@ -12,6 +12,7 @@
 #include "ir/node_attributes.h"
 #include "ir/verifier.h"
 #include "passes/fake_quantize_node.h"
+#include "passes/fold_batchnorm.h"
 #include "quant/qparams.h"
 
 namespace qforge::passes {
@@ -318,21 +319,6 @@ void rewriteToSimulatedForm(Graph& graph, const FusedBatchNorm& f) {
                     "unscaled_output");
   if (f.bias != nullptr) y = helper("Add", {y, perChannel(f.bias, "output_bias")}, "with_bias");
   graph.setInput(bn, 0, y);
-}
-
-// Removes `v` once nothing reads it, and the Identity chain and initializer it came from.
-void removeIfUnused(Graph& graph, Value* v) {
-  while (v != nullptr && v->uses().empty() && !graph.isGraphInput(v) && !graph.isGraphOutput(v)) {
-    Node* p = v->producer();
-    if (p == nullptr) {
-      if (v->isInitializer()) graph.removeValue(v);
-      return;
-    }
-    if (p->opType() != "Identity" || !isDefaultDomain(*p)) return;
-    Value* source = p->input(0);
-    graph.removeNode(p);
-    v = source;
-  }
 }
 
 bool isHelperOf(const Node* node, const std::string& bn_name) {
