@@ -123,7 +123,10 @@ void applyAlgorithm(const std::string& algo, passes::QuantConfig& config) {
     weight = {{"fake_quantizer", "DoReFa"}, {"per_channel", false}, {"unsigned", false}};
     activation = {{"fake_quantizer", "LSQ"}};
   } else if (algo == "tqt") {
-    weight = {{"fake_quantizer", "TQT"}, {"per_channel", false}, {"symmetric", true}};
+    weight = {{"fake_quantizer", "TQT"},
+              {"per_channel", false},
+              {"symmetric", true},
+              {"unsigned", false}};
     activation = {{"fake_quantizer", "TQT"}, {"symmetric", true}};
   } else {
     throw Error("unknown QAT algorithm '" + algo + "'; known: lsq, lsq+, pact, dsq, dorefa, tqt");
