@@ -70,6 +70,28 @@ QatSchedule parseQatSchedule(const std::string& name) {
   throw Error("unknown learning-rate schedule '" + name + "'; known: cosine, step, none");
 }
 
+at::Tensor augmentImages(const at::Tensor& images, int64_t shift, bool flip, uint64_t seed) {
+  require(images.dim() == 4,
+          "augmentation shifts and flips images [N, C, H, W]; the batch has "
+          "shape " +
+              c10::str(images.sizes()));
+  require(shift >= 0, "the augmentation shift must not be negative");
+  at::Generator generator = at::make_generator<at::CPUGeneratorImpl>(seed);
+  const int64_t n = images.size(0), h = images.size(2), w = images.size(3);
+  const at::Tensor padded = at::constant_pad_nd(images, {shift, shift, shift, shift}, 0);
+  const at::Tensor dx = at::randint(0, 2 * shift + 1, {n}, generator, at::kLong);
+  const at::Tensor dy = at::randint(0, 2 * shift + 1, {n}, generator, at::kLong);
+  const at::Tensor flips = at::rand({n}, generator, at::kFloat) < 0.5;
+  at::Tensor out = at::empty_like(images);
+  for (int64_t i = 0; i < n; ++i) {
+    at::Tensor crop =
+        padded[i].narrow(1, dy[i].item<int64_t>(), h).narrow(2, dx[i].item<int64_t>(), w);
+    if (flip && flips[i].item<bool>()) crop = crop.flip({2});
+    out[i].copy_(crop);
+  }
+  return out;
+}
+
 at::Tensor crossEntropyLoss(const at::Tensor& output, const data::Batch& batch) {
   require(batch.labels.defined(),
           "the default QAT loss (cross entropy) needs labelled data; the training data has no "
@@ -312,6 +334,8 @@ std::string QatTrainer::settingsJson() const {
                         {"step_epochs", config_.step_epochs},
                         {"step_gamma", config_.step_gamma},
                         {"freeze_bn_epoch", config_.freeze_bn_epoch},
+                        {"augment_shift", config_.augment_shift},
+                        {"augment_flip", config_.augment_flip},
                         {"seed", config_.seed}}
       .dump();
 }
@@ -466,6 +490,11 @@ QatReport QatTrainer::train(std::shared_ptr<data::Dataset> dataset, data::Loader
       if (config_.max_steps > 0 && global_step_ >= config_.max_steps) break;
       std::optional<data::Batch> global = batches.next();
       if (!global) break;
+      if (config_.augment_shift > 0 || config_.augment_flip) {
+        global->inputs =
+            augmentImages(global->inputs, config_.augment_shift, config_.augment_flip,
+                          config_.seed * 1000003ULL + static_cast<uint64_t>(global_step_) + 1);
+      }
       data::Batch batch;
       batch.inputs = global->inputs.narrow(0, rank * config_.batch_size, config_.batch_size);
       if (global->labels.defined())

@@ -59,11 +59,20 @@ struct QatConfig {
   // Data order: epoch e is shuffled with seed * 1000003 + e, so it does not depend on where a run
   // was interrupted.
   uint64_t seed = 0;
+  // Augmentation of image batches [N, C, H, W], as the zoo models were trained: a random shift by
+  // up to `augment_shift` pixels (zero padded) and a horizontal flip with probability 1/2, per
+  // sample, drawn from a generator seeded by (seed, step): the same on every rank and on resume.
+  int64_t augment_shift = 0;
+  bool augment_flip = false;
   // Written atomically after every epoch, at the end, and when `stop` is set ("" : none).
   std::string checkpoint_path;
   // Checked after every step; when set, the trainer saves a checkpoint and returns (interrupted).
   const std::atomic<bool>* stop = nullptr;
 };
+
+// `images` [N, C, H, W] shifted by up to `shift` pixels (zero padded) and flipped horizontally
+// with probability 1/2 when `flip`, each sample drawn from a generator seeded with `seed`.
+at::Tensor augmentImages(const at::Tensor& images, int64_t shift, bool flip, uint64_t seed);
 
 // The default loss: cross entropy of [batch, classes] scores against the batch labels.
 at::Tensor crossEntropyLoss(const at::Tensor& output, const data::Batch& batch);

@@ -55,6 +55,8 @@ struct QatOptions {
   int64_t limit = 0;
   int64_t max_steps = 0;
   int64_t freeze_bn_epoch = -1;
+  int64_t augment_shift = 0;
+  bool augment_flip = false;
   std::string calib;  // empty: --data
   int64_t calib_batches = 16;
   int64_t calib_batch = 64;
@@ -264,6 +266,8 @@ int runQat(QatOptions o) {
   config.step_epochs = o.step_epochs;
   config.step_gamma = o.step_gamma;
   config.freeze_bn_epoch = o.freeze_bn_epoch;
+  config.augment_shift = o.augment_shift;
+  config.augment_flip = o.augment_flip;
   config.seed = o.seed;
   config.checkpoint_path = (std::filesystem::path(o.out) / "checkpoint.pt").string();
   config.stop = &g_stop;
@@ -461,6 +465,10 @@ std::pair<CLI::App*, std::function<int()>> addQatCommand(CLI::App& app) {
   sub->add_option("--freeze-bn-epoch", o->freeze_bn_epoch,
                   "From this epoch (0-based) BN uses and keeps its running statistics (-1: never)")
       ->capture_default_str();
+  sub->add_option("--augment-shift", o->augment_shift,
+                  "Shift training images by up to N pixels at random (zero padded)");
+  sub->add_flag("--augment-flip", o->augment_flip,
+                "Flip training images horizontally at random (half of them)");
   sub->add_option("--calib", o->calib, "Calibration data (default: --data)");
   sub->add_option("--calib-batches", o->calib_batches, "Calibration batches")
       ->capture_default_str();

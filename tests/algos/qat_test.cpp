@@ -253,6 +253,8 @@ algos::QatConfig resumableConfig(const std::string& checkpoint) {
   c.lr = 0.02;
   c.weight_decay = 1e-3;
   c.seed = 4;
+  c.augment_shift = 1;  // drawn per step: resuming must draw the same
+  c.augment_flip = true;
   c.checkpoint_path = checkpoint;
   return c;
 }
@@ -400,6 +402,40 @@ TEST(Qat, RefusesABatchNormTheBackendFoldsThatWasNotRewrittenBeforeCalibration) 
         << e.what();
     EXPECT_NE(std::string(e.what()).find("prepareForQat"), std::string::npos) << e.what();
   }
+}
+
+TEST(Qat, AugmentationShiftsAndFlipsEachSampleWithinRangeAndRepeatsForASeed) {
+  at::manual_seed(21);
+  const at::Tensor images = at::randn({16, 2, 5, 7});
+  EXPECT_TRUE(at::equal(algos::augmentImages(images, 0, false, 3), images));
+  const at::Tensor out = algos::augmentImages(images, 2, true, 3);
+  EXPECT_TRUE(at::equal(out, algos::augmentImages(images, 2, true, 3)));
+  EXPECT_FALSE(at::equal(out, algos::augmentImages(images, 2, true, 4)));
+  // Every sample is its image moved by some (dy, dx) in [-2, 2]^2 with zeros shifted in,
+  // flipped or not; closed form: pad, crop, flip.
+  const at::Tensor padded = at::constant_pad_nd(images, {2, 2, 2, 2}, 0);
+  int flipped = 0, moved = 0;
+  for (int64_t i = 0; i < 16; ++i) {
+    bool found = false;
+    for (int64_t dy = 0; dy <= 4 && !found; ++dy) {
+      for (int64_t dx = 0; dx <= 4 && !found; ++dx) {
+        const at::Tensor crop = padded[i].narrow(1, dy, 5).narrow(2, dx, 7);
+        for (bool flip : {false, true}) {
+          if (at::equal(out[i], flip ? crop.flip({2}) : crop)) {
+            found = true;
+            flipped += flip;
+            moved += dy != 2 || dx != 2;
+            break;
+          }
+        }
+      }
+    }
+    EXPECT_TRUE(found) << "sample " << i;
+  }
+  EXPECT_GT(flipped, 0);
+  EXPECT_LT(flipped, 16);
+  EXPECT_GT(moved, 8);
+  EXPECT_THROW(algos::augmentImages(at::zeros({4, 3}), 1, false, 0), Error);
 }
 
 TEST(Qat, CosineScheduleEndsNearZeroAndStepScheduleDecaysPerEpoch) {
