@@ -197,7 +197,7 @@ void QatTrainer::collectParameters() {
     }
     if (statistics) {
       bn_statistics_.push_back(v->name());
-    } else if (trainable && seen.insert(v).second) {
+    } else if (trainable && config_.train_weights && seen.insert(v).second) {
       params_.push_back(t);
       param_names_.push_back(v->name());
       decays_.push_back(weight);
@@ -205,10 +205,13 @@ void QatTrainer::collectParameters() {
     }
   }
   initializer_params_ = params_.size();
-  require(!params_.empty(),
+  require(!params_.empty() || !config_.train_weights,
           "nothing to train: no float initializer feeds a weight, bias or "
           "normalisation of the prepared model");
   appendQuantizerParameters();
+  require(!params_.empty(),
+          "nothing to train: the weights are frozen and no quantizer has "
+          "learnable parameters (use LSQ, PACT, DSQ or TQT)");
 }
 
 void QatTrainer::appendQuantizerParameters() {
@@ -336,6 +339,7 @@ std::string QatTrainer::settingsJson() const {
                         {"freeze_bn_epoch", config_.freeze_bn_epoch},
                         {"augment_shift", config_.augment_shift},
                         {"augment_flip", config_.augment_flip},
+                        {"train_weights", config_.train_weights},
                         {"seed", config_.seed}}
       .dump();
 }

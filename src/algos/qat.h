@@ -64,6 +64,9 @@ struct QatConfig {
   // sample, drawn from a generator seeded by (seed, step): the same on every rank and on resume.
   int64_t augment_shift = 0;
   bool augment_flip = false;
+  // False: only the quantizers' parameters train (weights, biases and BN stay as calibrated),
+  // for grids fine enough that the float model needs no change (8 bits).
+  bool train_weights = true;
   // Written atomically after every epoch, at the end, and when `stop` is set ("" : none).
   std::string checkpoint_path;
   // Checked after every step; when set, the trainer saves a checkpoint and returns (interrupted).

@@ -57,6 +57,7 @@ struct QatOptions {
   int64_t freeze_bn_epoch = -1;
   int64_t augment_shift = 0;
   bool augment_flip = false;
+  bool freeze_weights = false;
   std::string calib;  // empty: --data
   int64_t calib_batches = 16;
   int64_t calib_batch = 64;
@@ -268,6 +269,7 @@ int runQat(QatOptions o) {
   config.freeze_bn_epoch = o.freeze_bn_epoch;
   config.augment_shift = o.augment_shift;
   config.augment_flip = o.augment_flip;
+  config.train_weights = !o.freeze_weights;
   config.seed = o.seed;
   config.checkpoint_path = (std::filesystem::path(o.out) / "checkpoint.pt").string();
   config.stop = &g_stop;
@@ -469,6 +471,9 @@ std::pair<CLI::App*, std::function<int()>> addQatCommand(CLI::App& app) {
                   "Shift training images by up to N pixels at random (zero padded)");
   sub->add_flag("--augment-flip", o->augment_flip,
                 "Flip training images horizontally at random (half of them)");
+  sub->add_flag("--freeze-weights", o->freeze_weights,
+                "Train only the quantizers' parameters (scales, clipping values); weights, biases "
+                "and BN stay as calibrated");
   sub->add_option("--calib", o->calib, "Calibration data (default: --data)");
   sub->add_option("--calib-batches", o->calib_batches, "Calibration batches")
       ->capture_default_str();

@@ -404,6 +404,29 @@ TEST(Qat, RefusesABatchNormTheBackendFoldsThatWasNotRewrittenBeforeCalibration) 
   }
 }
 
+TEST(Qat, FrozenWeightsTrainOnlyTheQuantizers) {
+  auto data = imageData(64);
+  auto m = calibrated(convBnClassifier(), data, lsqBackend());
+  const at::Tensor fw = m->graph().value("fw")->initializer().clone();
+  const at::Tensor gamma = m->graph().value("gamma")->initializer().clone();
+  std::map<std::string, at::Tensor> scales;
+  for (quant::FakeQuantizer* q : m->quantizers())
+    scales[q->name()] = q->state().at("scale");
+  algos::QatConfig c;
+  c.batch_size = 16;
+  c.lr = 0.05;
+  c.train_weights = false;
+  algos::QatTrainer trainer(*m, c);
+  trainer.train(data, {});
+  EXPECT_TRUE(at::equal(m->graph().value("fw")->initializer(), fw));
+  EXPECT_TRUE(at::equal(m->graph().value("gamma")->initializer(), gamma));
+  int moved = 0;
+  for (quant::FakeQuantizer* q : m->quantizers())
+    moved += !at::equal(q->state().at("scale"), scales[q->name()]);
+  EXPECT_GT(moved, 0);
+  EXPECT_EQ(trainer.parameters().size(), m->quantizers().size());  // one scale tensor each
+}
+
 TEST(Qat, AugmentationShiftsAndFlipsEachSampleWithinRangeAndRepeatsForASeed) {
   at::manual_seed(21);
   const at::Tensor images = at::randn({16, 2, 5, 7});
