@@ -111,6 +111,10 @@ QatTrainer::QatTrainer(passes::PreparedModel& model, QatConfig config, QatLoss l
   require(config_.lr > 0, "the learning rate must be positive");
   require(config_.max_steps >= 0, "max_steps must not be negative");
   require(config_.step_epochs >= 1, "the step schedule's step must be at least one epoch");
+  require(config_.quantizer_lr_scale > 0, "the quantizer learning-rate scale must be positive");
+  require(config_.quantizer_lr_scale == 1.0 || config_.optimizer == QatOptimizer::Sgd,
+          "a quantizer learning-rate scale needs SGD (Adam's steps do not follow the gradient's "
+          "size)");
   requireCalibrated(model_, "quantization-aware training");
   // A BN the backend folds must have been rewritten before calibration: its weight quantizer
   // must have seen the folded weight.
@@ -286,6 +290,12 @@ void QatTrainer::averageGradients() {
 
 void QatTrainer::stepOptimizer(double lr) {
   at::NoGradGuard no_grad;
+  // With SGD, scaling a gradient scales that parameter's learning rate (momentum included).
+  if (config_.quantizer_lr_scale != 1.0) {
+    for (size_t i = initializer_params_; i < params_.size(); ++i) {
+      if (params_[i].grad().defined()) params_[i].mutable_grad().mul_(config_.quantizer_lr_scale);
+    }
+  }
   if (config_.weight_decay != 0) {
     for (size_t i = 0; i < params_.size(); ++i) {
       if (decays_[i] && params_[i].grad().defined())
@@ -340,6 +350,7 @@ std::string QatTrainer::settingsJson() const {
                         {"augment_shift", config_.augment_shift},
                         {"augment_flip", config_.augment_flip},
                         {"train_weights", config_.train_weights},
+                        {"quantizer_lr_scale", config_.quantizer_lr_scale},
                         {"seed", config_.seed}}
       .dump();
 }

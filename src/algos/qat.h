@@ -67,6 +67,10 @@ struct QatConfig {
   // False: only the quantizers' parameters train (weights, biases and BN stay as calibrated),
   // for grids fine enough that the float model needs no change (8 bits).
   bool train_weights = true;
+  // SGD only: the quantizers' parameters learn at lr * quantizer_lr_scale. An SGD step moves a
+  // scale by an absolute amount, which for the channels with the smallest weights can be most of
+  // the scale (LSQ's gradient scale does not depend on the scale's size).
+  double quantizer_lr_scale = 1.0;
   // Written atomically after every epoch, at the end, and when `stop` is set ("" : none).
   std::string checkpoint_path;
   // Checked after every step; when set, the trainer saves a checkpoint and returns (interrupted).

@@ -58,6 +58,7 @@ struct QatOptions {
   int64_t augment_shift = 0;
   bool augment_flip = false;
   bool freeze_weights = false;
+  double quantizer_lr_scale = 1.0;
   std::string calib;  // empty: --data
   int64_t calib_batches = 16;
   int64_t calib_batch = 64;
@@ -270,6 +271,7 @@ int runQat(QatOptions o) {
   config.augment_shift = o.augment_shift;
   config.augment_flip = o.augment_flip;
   config.train_weights = !o.freeze_weights;
+  config.quantizer_lr_scale = o.quantizer_lr_scale;
   config.seed = o.seed;
   config.checkpoint_path = (std::filesystem::path(o.out) / "checkpoint.pt").string();
   config.stop = &g_stop;
@@ -474,6 +476,9 @@ std::pair<CLI::App*, std::function<int()>> addQatCommand(CLI::App& app) {
   sub->add_flag("--freeze-weights", o->freeze_weights,
                 "Train only the quantizers' parameters (scales, clipping values); weights, biases "
                 "and BN stay as calibrated");
+  sub->add_option("--quantizer-lr-scale", o->quantizer_lr_scale,
+                  "SGD: the quantizers' parameters learn at --lr times this")
+      ->capture_default_str();
   sub->add_option("--calib", o->calib, "Calibration data (default: --data)");
   sub->add_option("--calib-batches", o->calib_batches, "Calibration batches")
       ->capture_default_str();

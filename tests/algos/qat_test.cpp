@@ -427,6 +427,38 @@ TEST(Qat, FrozenWeightsTrainOnlyTheQuantizers) {
   EXPECT_EQ(trainer.parameters().size(), m->quantizers().size());  // one scale tensor each
 }
 
+TEST(Qat, AQuantizerLearningRateScaleScalesTheQuantizersStepsOnly) {
+  auto data = linearData(8);
+  std::vector<at::Tensor> moves;
+  for (double factor : {1.0, 0.25}) {
+    auto m = calibrated(linearClassifier(), data, lsqBackend());
+    std::vector<at::Tensor> before;
+    for (quant::FakeQuantizer* q : m->quantizers())
+      before.push_back(q->state().at("scale"));
+    const at::Tensor w = m->graph().value("w")->initializer().clone();
+    algos::QatConfig c;
+    c.batch_size = 8;
+    c.lr = 0.05;
+    c.schedule = algos::QatSchedule::Constant;
+    c.quantizer_lr_scale = factor;
+    algos::QatTrainer trainer(*m, c);
+    trainer.train(data, {});
+    std::vector<at::Tensor> after;
+    for (quant::FakeQuantizer* q : m->quantizers())
+      after.push_back(q->state().at("scale"));
+    moves.push_back(at::cat(after) - at::cat(before));
+    moves.push_back(m->graph().value("w")->initializer() - w);
+  }
+  // One SGD step: the scales move a quarter as far, the weights as far.
+  EXPECT_TRUE(at::allclose(moves[2], moves[0] * 0.25, 1e-4, 1e-9)) << moves[2] << moves[0];
+  EXPECT_TRUE(at::allclose(moves[3], moves[1], 1e-5, 1e-8));
+  auto m = calibrated(linearClassifier(), data, lsqBackend());
+  algos::QatConfig adam;
+  adam.optimizer = algos::QatOptimizer::Adam;
+  adam.quantizer_lr_scale = 0.5;
+  EXPECT_THROW(algos::QatTrainer(*m, adam), Error);
+}
+
 TEST(Qat, AugmentationShiftsAndFlipsEachSampleWithinRangeAndRepeatsForASeed) {
   at::manual_seed(21);
   const at::Tensor images = at::randn({16, 2, 5, 7});
