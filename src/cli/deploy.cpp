@@ -21,9 +21,7 @@ struct DeployOptions {
 
 int runDeploy(const DeployOptions& o) {
   auto model = passes::loadPreparedModel(o.prepared);
-  deploy::WriterRegistry writers;
-  deploy::registerBuiltinWriters(writers);
-  const deploy::DeployResult result = deploy::deployPreparedModel(*model, o.out, writers);
+  const deploy::DeployResult result = deploy::deployPreparedModel(*model, o.out);
   if (o.json) {
     std::cout << nlohmann::json{{"backend", model->backend().name},
                                 {"files", result.files},

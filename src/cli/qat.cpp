@@ -150,32 +150,28 @@ void applyAlgorithm(const std::string& algo, passes::QuantConfig& config) {
   }
 }
 
-double top1Percent(algos::QatTrainer& trainer, data::BatchLoader& loader) {
-  int64_t correct = 0, total = 0;
+// Top-1 (percent) of `forward` over the whole loader, scored as `qforge eval` scores.
+double top1Percent(data::BatchLoader& loader,
+                   const std::function<at::Tensor(const at::Tensor&)>& forward) {
+  Scores scores;
+  scores.metric = "top1";
   loader.reset();
   while (auto batch = loader.next()) {
-    const at::Tensor out = trainer.infer(batch->inputs);
+    const at::Tensor out = forward(batch->inputs);
     require(out.dim() == 2 && batch->labels.defined(),
             "--eval needs a classifier and labelled data (top-1)");
-    correct += (out.argmax(1) == batch->labels).sum().item<int64_t>();
-    total += batch->labels.size(0);
+    scoreBatch(*batch, out, 1.0, loader.dataset().describe(), scores);
   }
-  return total > 0 ? 100.0 * static_cast<double>(correct) / static_cast<double>(total) : -1;
+  return scores.samples > 0 ? 100.0 * static_cast<double>(scores.top1) / scores.samples : -1;
 }
 
-double top1Percent(Executor& executor, const Graph& graph, data::BatchLoader& loader) {
+// The forward of `executor` from the graph's data input to its first output.
+std::function<at::Tensor(const at::Tensor&)> forwardOf(Executor& executor, const Graph& graph) {
   const std::string input = algos::dataInput(graph).name();
   const std::string output = graph.outputs().front()->name();
-  int64_t correct = 0, total = 0;
-  loader.reset();
-  while (auto batch = loader.next()) {
-    const at::Tensor out = executor.run({{input, batch->inputs}}, {output}).at(output);
-    require(out.dim() == 2 && batch->labels.defined(),
-            "--eval needs a classifier and labelled data (top-1)");
-    correct += (out.argmax(1) == batch->labels).sum().item<int64_t>();
-    total += batch->labels.size(0);
-  }
-  return total > 0 ? 100.0 * static_cast<double>(correct) / static_cast<double>(total) : -1;
+  return [&executor, input, output](const at::Tensor& x) {
+    return executor.run({{input, x}}, {output}).at(output);
+  };
 }
 
 nlohmann::json epochsJson(const std::vector<algos::QatEpochResult>& epochs) {
@@ -309,9 +305,7 @@ int runQat(QatOptions o) {
                                 loaderOptions(float_graph, o.calib_batch, o.calib_batch));
     algos::calibrate(*probe, one_batch, 1);
     TempDir dry_run("qat-deploy-check");
-    deploy::WriterRegistry writers;
-    deploy::registerBuiltinWriters(writers);
-    deploy::deployPreparedModel(*probe, dry_run.path(), writers);
+    deploy::deployPreparedModel(*probe, dry_run.path());
   }
   auto model = algos::prepareForQat(importOnnxFile(o.model), backend, prepare_options);
 
@@ -334,8 +328,8 @@ int runQat(QatOptions o) {
     report["eval_data"] = eval_data->describe();
     if (resume_path.empty()) {
       Executor float_executor(float_graph);
-      report["float_top1"] = top1Percent(float_executor, float_graph, *eval_loader);
-      report["ptq_top1"] = top1Percent(model->executor(), model->graph(), *eval_loader);
+      report["float_top1"] = top1Percent(*eval_loader, forwardOf(float_executor, float_graph));
+      report["ptq_top1"] = top1Percent(*eval_loader, forwardOf(model->executor(), model->graph()));
     }
   }
 
@@ -361,7 +355,7 @@ int runQat(QatOptions o) {
   const auto evaluate = [&](algos::QatTrainer& t) -> double {
     if (!eval_loader) return -1;
     if (bar) bar->clear();
-    return top1Percent(t, *eval_loader);
+    return top1Percent(*eval_loader, [&t](const at::Tensor& x) { return t.infer(x); });
   };
   algos::QatReport result;
   {
@@ -405,19 +399,17 @@ int runQat(QatOptions o) {
 
   report["batchnorms_merged"] = trainer.finish();
   if (eval_loader)
-    report["qat_top1"] = top1Percent(model->executor(), model->graph(), *eval_loader);
+    report["qat_top1"] = top1Percent(*eval_loader, forwardOf(model->executor(), model->graph()));
   if (lead) {
     std::vector<std::string> written;
     if (!o.no_deploy) {
-      deploy::WriterRegistry writers;
-      deploy::registerBuiltinWriters(writers);
-      const deploy::DeployResult deployed = deploy::deployPreparedModel(*model, o.out, writers);
+      const deploy::DeployResult deployed = deploy::deployPreparedModel(*model, o.out);
       written = deployed.files;
       if (!deployed.notes.empty()) report["deploy_note"] = join(deployed.notes, "; ");
     }
-    passes::savePreparedModel(*model, backends::resolveBackendDocument(o.backend), o.out);
-    for (const char* f : {"prepared.onnx", "prepared.json"})
-      written.push_back((std::filesystem::path(o.out) / f).string());
+    for (const std::string& f :
+         passes::savePreparedModel(*model, backends::resolveBackendDocument(o.backend), o.out))
+      written.push_back(f);
     written.push_back(config.checkpoint_path);
     if (!o.csv.empty()) written.push_back(o.csv);
     const std::string report_path = (std::filesystem::path(o.out) / "report.json").string();

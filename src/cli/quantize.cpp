@@ -508,9 +508,7 @@ int runQuantize(const QuantizeOptions& o) {
   // take (a config broke one of them) leaves no files at all.
   std::vector<std::string> written;
   if (!o.no_deploy) {
-    deploy::WriterRegistry writers;
-    deploy::registerBuiltinWriters(writers);
-    const deploy::DeployResult deployed = deploy::deployPreparedModel(*model, o.out, writers);
+    const deploy::DeployResult deployed = deploy::deployPreparedModel(*model, o.out);
     written = deployed.files;
     if (!deployed.notes.empty()) report["deploy_note"] = join(deployed.notes, "; ");
   }
@@ -520,9 +518,9 @@ int runQuantize(const QuantizeOptions& o) {
   writeFileAtomically(
       table_path, nlohmann::json{{"backend", backend.name}, {"quantizers", table}}.dump(2) + "\n");
   written.push_back(table_path);
-  passes::savePreparedModel(*model, backends::resolveBackendDocument(o.backend), o.out);
-  for (const char* f : {"prepared.onnx", "prepared.json"})
-    written.push_back((std::filesystem::path(o.out) / f).string());
+  for (const std::string& f :
+       passes::savePreparedModel(*model, backends::resolveBackendDocument(o.backend), o.out))
+    written.push_back(f);
   report["files"] = written;
   report["files"].push_back(report_path);
   report["threads"] = at::get_num_threads();

@@ -166,6 +166,12 @@ DeployResult deployPreparedModel(passes::PreparedModel& model, const std::string
   return result;
 }
 
+DeployResult deployPreparedModel(passes::PreparedModel& model, const std::string& out_dir) {
+  WriterRegistry writers;
+  registerBuiltinWriters(writers);
+  return deployPreparedModel(model, out_dir, writers);
+}
+
 nlohmann::json readDeployManifest(const std::string& dir) {
   const std::string path = fileIn(dir, "deploy.json");
   require(std::filesystem::exists(path),

@@ -31,6 +31,8 @@ void checkBackendConstraints(const QuantTable& table, const backends::BackendCon
 
 DeployResult deployPreparedModel(passes::PreparedModel& model, const std::string& out_dir,
                                  const WriterRegistry& writers);
+// The same with every built-in format writer (registerBuiltinWriters).
+DeployResult deployPreparedModel(passes::PreparedModel& model, const std::string& out_dir);
 
 // Reads DIR/deploy.json (written by deployPreparedModel); throws naming the file when missing.
 nlohmann::json readDeployManifest(const std::string& dir);

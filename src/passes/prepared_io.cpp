@@ -136,8 +136,9 @@ at::Tensor tensorFrom(const nlohmann::json& j, const std::string& where) {
 
 }  // namespace
 
-void savePreparedModel(PreparedModel& model, const nlohmann::json& backend_document,
-                       const std::string& dir) {
+std::vector<std::string> savePreparedModel(PreparedModel& model,
+                                           const nlohmann::json& backend_document,
+                                           const std::string& dir) {
   std::filesystem::create_directories(dir);
   nlohmann::json doc;
   doc["format"] = kFormat;
@@ -161,6 +162,7 @@ void savePreparedModel(PreparedModel& model, const nlohmann::json& backend_docum
   // The graph first: a directory whose prepared.json exists is complete.
   exportOnnxFile(model.graph(), pathIn(dir, "prepared.onnx"));
   writeFileAtomically(pathIn(dir, "prepared.json"), doc.dump(1) + "\n");
+  return {pathIn(dir, "prepared.onnx"), pathIn(dir, "prepared.json")};
 }
 
 bool isPreparedModelDir(const std::string& dir) {

@@ -10,6 +10,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "passes/prepare.h"
 
@@ -17,8 +18,10 @@ namespace qforge::passes {
 
 // `backend_document` is the backend's resolved JSON (backends::resolveBackendDocument). Files
 // are written atomically; `dir` is created when missing.
-void savePreparedModel(PreparedModel& model, const nlohmann::json& backend_document,
-                       const std::string& dir);
+// Returns the two paths written.
+std::vector<std::string> savePreparedModel(PreparedModel& model,
+                                           const nlohmann::json& backend_document,
+                                           const std::string& dir);
 
 // Throws qforge::Error naming the file and entry for a missing or inconsistent directory. The
 // model comes back in Quantization mode. `options` supplies custom observer / fake quantizer
