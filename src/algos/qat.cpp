@@ -37,15 +37,6 @@ bool isNormalization(const Node& node) {
           node.opType() == "InstanceNormalization");
 }
 
-// Whether the backend fuses BN into `producer`'s unit (its ops read "Conv+BatchNormalization...").
-bool foldsBatchNorm(const passes::PreparedModel& model, const Node& producer) {
-  for (const auto& unit : model.units()) {
-    if (unit.name == producer.name())
-      return unit.ops.find("+BatchNormalization") != std::string::npos;
-  }
-  return false;
-}
-
 }  // namespace
 
 std::unique_ptr<passes::PreparedModel> prepareForQat(Graph graph,
@@ -82,11 +73,13 @@ at::Tensor augmentImages(const at::Tensor& images, int64_t shift, bool flip, uin
   const at::Tensor dx = at::randint(0, 2 * shift + 1, {n}, generator, at::kLong);
   const at::Tensor dy = at::randint(0, 2 * shift + 1, {n}, generator, at::kLong);
   const at::Tensor flips = at::rand({n}, generator, at::kFloat) < 0.5;
+  const auto x_offset = dx.accessor<int64_t, 1>();
+  const auto y_offset = dy.accessor<int64_t, 1>();
+  const auto flipped = flips.accessor<bool, 1>();
   at::Tensor out = at::empty_like(images);
   for (int64_t i = 0; i < n; ++i) {
-    at::Tensor crop =
-        padded[i].narrow(1, dy[i].item<int64_t>(), h).narrow(2, dx[i].item<int64_t>(), w);
-    if (flip && flips[i].item<bool>()) crop = crop.flip({2});
+    at::Tensor crop = padded[i].narrow(1, y_offset[i], h).narrow(2, x_offset[i], w);
+    if (flip && flipped[i]) crop = crop.flip({2});
     out[i].copy_(crop);
   }
   return out;
@@ -118,15 +111,10 @@ QatTrainer::QatTrainer(passes::PreparedModel& model, QatConfig config, QatLoss l
   requireCalibrated(model_, "quantization-aware training");
   // A BN the backend folds must have been rewritten before calibration: its weight quantizer
   // must have seen the folded weight.
-  for (const Node* node : model_.graph().nodes()) {
-    if (!isDefaultDomain(*node) || node->opType() != "BatchNormalization") continue;
-    const Node* producer = node->input(0) ? node->input(0)->producer() : nullptr;
-    const Node* weight = producer && producer->input(1) ? producer->input(1)->producer() : nullptr;
-    require(!(weight && passes::isFakeQuantize(weight) && weight->input(0)->isInitializer() &&
-              (producer->opType() == "Conv" || producer->opType() == "Gemm" ||
-               producer->opType() == "ConvTranspose") &&
-              foldsBatchNorm(model_, *producer)),
-            "BatchNormalization '" + node->name() + "' after '" + producer->name() +
+  const std::vector<const Node*> unfolded = passes::batchNormsToSimulate(model_);
+  if (!unfolded.empty()) {
+    throw Error("BatchNormalization '" + unfolded.front()->name() + "' after '" +
+                unfolded.front()->input(0)->producer()->name() +
                 "' is still unfolded although the backend folds it: prepare the model with "
                 "algos::prepareForQat (simulated BN folding) before calibrating it");
   }
@@ -172,16 +160,13 @@ void QatTrainer::collectParameters() {
       }
     }
   };
-  const auto readers = [&](const Value* v) {
-    std::vector<Use> uses;
-    collect(v, uses);
-    return uses;
-  };
   for (Value* v : graph.initializers()) {
     const at::Tensor& t = v->initializer();
     if (!t.is_floating_point() || t.numel() == 0) continue;
     bool trainable = false, weight = false, statistics = false;
-    for (const Use& u : readers(v)) {
+    std::vector<Use> readers;
+    collect(v, readers);
+    for (const Use& u : readers) {
       const Node& node = *u.node;
       const OpInfo* info = OpRegistry::builtin().find(node.domain(), node.opType(), opset);
       const int slot = static_cast<int>(u.index);
@@ -605,11 +590,10 @@ QatReport QatTrainer::train(std::shared_ptr<data::Dataset> dataset, data::Loader
   report.epochs = history_;
   report.global_step = global_step_;
   report.train_seconds = secondsSince(start) - eval_seconds;
-  report.step_ms =
-      timed_steps > 0 ? 1000.0 * secondsSince(timed_start) / static_cast<double>(timed_steps) : 0;
-  // The evaluation inside the timed span is not training.
-  if (timed_steps > 0 && eval_seconds > 0)
-    report.step_ms = 1000.0 * (secondsSince(timed_start) - eval_seconds) / timed_steps;
+  // The evaluations inside the timed span are not training.
+  report.step_ms = timed_steps > 0 ? 1000.0 * (secondsSince(timed_start) - eval_seconds) /
+                                         static_cast<double>(timed_steps)
+                                   : 0;
   return report;
 }
 
@@ -617,20 +601,21 @@ at::Tensor QatTrainer::infer(const at::Tensor& inputs) {
   const std::string input = dataInput(model_.graph()).name();
   const std::string output = model_.graph().outputs().front()->name();
   if (finished_) return model_.executor().run({{input, inputs}}, {output}).at(output);
-  const bool batch_statistics = bn_state_->use_batch_statistics;
-  bn_state_->use_batch_statistics = false;
-  executor_->setGradEnabled(false);
-  at::Tensor out;
-  try {
-    out = executor_->run({{input, inputs}}, {output}).at(output);
-  } catch (...) {
-    bn_state_->use_batch_statistics = batch_statistics;
-    executor_->setGradEnabled(true);
-    throw;
-  }
-  bn_state_->use_batch_statistics = batch_statistics;
-  executor_->setGradEnabled(true);
-  return out;
+  // BN on running statistics and no autograd for this call only, however it ends.
+  struct InferenceMode {
+    passes::BatchNormTraining& bn;
+    Executor& executor;
+    const bool batch_statistics = bn.use_batch_statistics;
+    InferenceMode(passes::BatchNormTraining& b, Executor& e) : bn(b), executor(e) {
+      bn.use_batch_statistics = false;
+      executor.setGradEnabled(false);
+    }
+    ~InferenceMode() {
+      bn.use_batch_statistics = batch_statistics;
+      executor.setGradEnabled(true);
+    }
+  } mode(*bn_state_, *executor_);
+  return executor_->run({{input, inputs}}, {output}).at(output);
 }
 
 int QatTrainer::finish() {

@@ -470,13 +470,26 @@ void mergeOne(PreparedModel& model, const SimulatedBatchNorm& s) {
 
 }  // namespace
 
-int simulateBatchNormFolding(PreparedModel& model) {
-  Graph& graph = model.graph();
+// Every BN the simulation rewrites, in topological order.
+std::vector<FusedBatchNorm> fusedBatchNorms(const PreparedModel& model) {
   const std::set<std::string> fusing_units = unitsFusingBatchNorm(model);
   std::vector<FusedBatchNorm> found;
-  for (Node* node : graph.topologicalOrder()) {
+  for (Node* node : model.graph().topologicalOrder()) {
     if (auto f = fusedBatchNorm(model, node, fusing_units)) found.push_back(*f);
   }
+  return found;
+}
+
+std::vector<const Node*> batchNormsToSimulate(const PreparedModel& model) {
+  std::vector<const Node*> batch_norms;
+  for (const FusedBatchNorm& f : fusedBatchNorms(model))
+    batch_norms.push_back(f.bn);
+  return batch_norms;
+}
+
+int simulateBatchNormFolding(PreparedModel& model) {
+  Graph& graph = model.graph();
+  const std::vector<FusedBatchNorm> found = fusedBatchNorms(model);
   for (const FusedBatchNorm& f : found) {
     // The BN's name tags its helper nodes: it must be unique.
     if (f.bn->name().empty() || graph.findNode(f.bn->name()) != f.bn) {

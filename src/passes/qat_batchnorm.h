@@ -11,6 +11,7 @@
 #pragma once
 
 #include <memory>
+#include <vector>
 
 #include "exec/op_info.h"
 #include "passes/prepare.h"
@@ -44,6 +45,10 @@ void registerTrainingBatchNorm(OpRegistry& registry,
 // other than [C] or beta != 1) throws qforge::Error naming the node. Returns the number of BNs
 // rewritten. The model's executor is rebuilt on next use.
 int simulateBatchNormFolding(PreparedModel& model);
+
+// The BNs simulateBatchNormFolding would rewrite now (empty once it ran), with the same
+// refusals.
+std::vector<const Node*> batchNormsToSimulate(const PreparedModel& model);
 
 // Undoes simulateBatchNormFolding with BN folded for real, from the current initializers:
 // W' = W * s, b' = b * s + (beta - mean * s) with s = gamma / sqrt(var + eps) (W' with the very

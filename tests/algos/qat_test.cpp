@@ -493,6 +493,33 @@ TEST(Qat, AugmentationShiftsAndFlipsEachSampleWithinRangeAndRepeatsForASeed) {
   EXPECT_THROW(algos::augmentImages(at::zeros({4, 3}), 1, false, 0), Error);
 }
 
+TEST(Qat, ABatchNormReadingTheGraphInputTrainsWithoutAProducer) {
+  // x -> BatchNormalization -> Gemm: no layer before the BN to fold it into.
+  at::manual_seed(9);
+  Graph g;
+  Value* x = g.addValue("x");
+  setShape(x, {4});
+  g.addInput(x);
+  Node* bn = g.addNode(
+      "BatchNormalization",
+      {x, g.addInitializer("gamma", at::ones({4})), g.addInitializer("beta", at::zeros({4})),
+       g.addInitializer("mean", at::zeros({4})), g.addInitializer("var", at::ones({4}))},
+      {"n"}, "input_bn");
+  Node* fc = g.addNode("Gemm",
+                       {bn->output(0), g.addInitializer("w", at::randn({3, 4})),
+                        g.addInitializer("b", at::zeros({3}))},
+                       {"y"}, "fc");
+  fc->attributes.set(Attribute::makeInt("transB", 1));
+  setShape(fc->output(0), {3});
+  g.addOutput(fc->output(0));
+  auto data = linearData(32);
+  auto m = calibrated(std::move(g), data, lsqBackend());
+  algos::QatConfig c;
+  c.batch_size = 16;
+  algos::QatTrainer trainer(*m, c);
+  EXPECT_EQ(trainer.train(data, {}).steps_run, 2);
+}
+
 TEST(Qat, CosineScheduleEndsNearZeroAndStepScheduleDecaysPerEpoch) {
   auto data = imageData(32);
   for (auto schedule : {algos::QatSchedule::Cosine, algos::QatSchedule::Step}) {
