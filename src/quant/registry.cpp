@@ -179,12 +179,14 @@ void registerBuiltinFakeQuantizers(FakeQuantizerRegistry& r) {
   r.add("LSQ", [](const std::string& n, const QScheme& s, Obs obs, QuantOptions& o) {
     LsqFakeQuantizer::Options options;
     options.grad_scaling = o.getBool("grad_scaling", true);
+    options.grad_scale_per_channel = o.getBool("grad_scale_per_channel", true);
     return std::make_unique<LsqFakeQuantizer>(n, s, std::move(obs), options);
   });
   r.add("LSQ+", [](const std::string& n, const QScheme& s, Obs obs, QuantOptions& o) {
     LsqFakeQuantizer::Options options;
     options.learn_zero_point = true;
     options.grad_scaling = o.getBool("grad_scaling", true);
+    options.grad_scale_per_channel = o.getBool("grad_scale_per_channel", true);
     return std::make_unique<LsqFakeQuantizer>(n, s, std::move(obs), options);
   });
   r.add("PACT", [](const std::string& n, const QScheme& s, Obs obs, QuantOptions& o) {

@@ -68,8 +68,9 @@ class FakeQuantizerRegistry {
 // Kl{bins, quantized_bins}, PowerOfTwo{search_steps, most_frequent, min_log2_scale}.
 void registerBuiltinObservers(ObserverRegistry& registry);
 
-// Fixed, LSQ{grad_scaling}, LSQ+{grad_scaling}, PACT{alpha}, DSQ{alpha, learn_alpha}, DoReFa,
-// TQT, NNIE, AdaRound. Any of them wrapped in QDrop with the option drop_probability > 0.
+// Fixed, LSQ{grad_scaling, grad_scale_per_channel}, LSQ+{same}, PACT{alpha}, DSQ{alpha,
+// learn_alpha}, DoReFa, TQT, NNIE, AdaRound. Any of them wrapped in QDrop with the option
+// drop_probability > 0.
 void registerBuiltinFakeQuantizers(FakeQuantizerRegistry& registry);
 
 }  // namespace quant

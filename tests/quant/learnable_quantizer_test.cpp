@@ -14,6 +14,7 @@
 #include "quant/fake_quantizers/tqt.h"
 #include "quant/observers/lsq_init.h"
 #include "quant/observers/minmax.h"
+#include "quant/registry.h"
 
 namespace qforge::quant {
 namespace {
@@ -146,6 +147,32 @@ TEST(LsqTest, QuantizerAppliesGradScaleAndKeepsParametersOnOptimizerPath) {
   }
   EXPECT_TRUE(
       at::equal(lsq.forward(x).detach(), fakeQuantize(x, makeQParams({2 * before}, {0}), s)));
+}
+
+// Per-channel scales: the factor counts the elements each scale sees (the default), or the
+// whole tensor as PyTorch's _LearnableFakeQuantize does, through the registry's option.
+TEST(LsqTest, PerChannelGradScaleCountsChannelOrWholeTensor) {
+  QScheme s = QScheme::int8Symmetric();
+  s.axis = 0;
+  at::manual_seed(6);
+  const at::Tensor x = at::randn({4, 30});
+  const at::Tensor scale = (x.abs().amax({1}) / 127.0).requires_grad_(true);
+  torch::autograd::backward({learnableFakeQuantize(x, scale, at::zeros({4}), s, 1.0).sum()});
+  const at::Tensor raw = scale.grad().clone();
+  for (const bool per_channel : {true, false}) {
+    FakeQuantizerRegistry registry;
+    registerBuiltinFakeQuantizers(registry);
+    const auto lsq = registry.create("LSQ", "w", s, std::make_unique<MinMaxObserver>("w", s),
+                                     {{"grad_scale_per_channel", per_channel ? 1.0 : 0.0}});
+    lsq->forward(x);
+    lsq->setMode(FakeQuantMode::Quantization);
+    torch::autograd::backward({lsq->forward(x).sum()});
+    const at::Tensor learned = lsq->parameters()[0];
+    ASSERT_TRUE(at::allclose(learned.detach(), scale.detach()));
+    const double counted = per_channel ? 30.0 : 120.0;
+    EXPECT_TRUE(at::allclose(learned.grad(), raw / std::sqrt(counted * 127.0), 1e-5, 1e-9))
+        << "per_channel " << per_channel;
+  }
 }
 
 TEST(LsqTest, SharedQuantizerSurvivesTwoForwardsBeforeBackward) {

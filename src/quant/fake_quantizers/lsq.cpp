@@ -61,8 +61,9 @@ at::Tensor LsqFakeQuantizer::quantize(const at::Tensor& x) {
   }
   double factor = 1.0;
   if (options_.grad_scaling) {
-    const double per_scale = static_cast<double>(x.numel()) / static_cast<double>(scale_.numel());
-    factor = 1.0 / std::sqrt(per_scale * static_cast<double>(scheme().qmax()));
+    double counted = static_cast<double>(x.numel());
+    if (options_.grad_scale_per_channel) counted /= static_cast<double>(scale_.numel());
+    factor = 1.0 / std::sqrt(counted * static_cast<double>(scheme().qmax()));
   }
   return learnableFakeQuantize(x, scale_, zero_point_, scheme(), factor);
 }

@@ -1,5 +1,5 @@
 // LSQ (Esser et al., "Learned Step Size Quantization", ICLR 2020): learnable scale with gradient
-// scale g = 1 / sqrt(numel * qmax) (numel per channel for per-channel schemes), and LSQ+
+// scale g = 1 / sqrt(numel * qmax), and LSQ+
 // (Bhalgat et al. 2020) which also learns the zero point of asymmetric schemes. Forward and
 // gradients are those of PyTorch's _fake_quantize_learnable_per_tensor_affine; the observer (an
 // LsqInitObserver in the paper) initialises the parameters.
@@ -15,6 +15,10 @@ class LsqFakeQuantizer : public FakeQuantizer {
   struct Options {
     bool learn_zero_point = false;  // LSQ+; needs an asymmetric scheme
     bool grad_scaling = true;       // the 1 / sqrt(numel * qmax) factor
+    // Which numel a per-channel scale's factor counts: the elements that scale sees (the paper's
+    // rule applied per scale), or the whole tensor, as PyTorch's _LearnableFakeQuantize and
+    // MQBench do, which gives per-channel scales sqrt(channels) times smaller steps.
+    bool grad_scale_per_channel = true;
   };
 
   LsqFakeQuantizer(std::string name, QScheme scheme, std::unique_ptr<Observer> observer,
