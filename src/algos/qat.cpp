@@ -85,7 +85,10 @@ at::Tensor augmentImages(const at::Tensor& images, int64_t shift, bool flip, uin
   return out;
 }
 
-at::Tensor crossEntropyLoss(const at::Tensor& output, const data::Batch& batch) {
+at::Tensor crossEntropyLoss(const at::Tensor& output, const data::Batch& batch,
+                            double label_smoothing) {
+  require(label_smoothing >= 0 && label_smoothing < 1,
+          "label smoothing must be in [0, 1); got " + std::to_string(label_smoothing));
   require(batch.labels.defined(),
           "the default QAT loss (cross entropy) needs labelled data; the training data has no "
           "labels: give a loss function of your own");
@@ -93,7 +96,8 @@ at::Tensor crossEntropyLoss(const at::Tensor& output, const data::Batch& batch) 
           "the default QAT loss (cross entropy) needs class scores [batch, "
           "classes]; the model output has shape " +
               c10::str(output.sizes()));
-  return at::cross_entropy_loss(output, batch.labels);
+  return at::cross_entropy_loss(output, batch.labels, /*weight=*/{}, at::Reduction::Mean,
+                                /*ignore_index=*/-100, label_smoothing);
 }
 
 QatTrainer::QatTrainer(passes::PreparedModel& model, QatConfig config, QatLoss loss,
@@ -108,6 +112,17 @@ QatTrainer::QatTrainer(passes::PreparedModel& model, QatConfig config, QatLoss l
   require(config_.quantizer_lr_scale == 1.0 || config_.optimizer == QatOptimizer::Sgd,
           "a quantizer learning-rate scale needs SGD (Adam's steps do not follow the gradient's "
           "size)");
+  require(config_.label_smoothing >= 0 && config_.label_smoothing < 1,
+          "label smoothing must be in [0, 1); got " + std::to_string(config_.label_smoothing));
+  require(!loss_ || config_.label_smoothing == 0,
+          "label smoothing belongs to the default loss; a loss of your own smooths (or not) "
+          "itself: leave label_smoothing at 0");
+  if (!loss_) {
+    const double smoothing = config_.label_smoothing;
+    loss_ = [smoothing](const at::Tensor& output, const data::Batch& batch) {
+      return crossEntropyLoss(output, batch, smoothing);
+    };
+  }
   requireCalibrated(model_, "quantization-aware training");
   // A BN the backend folds must have been rewritten before calibration: its weight quantizer
   // must have seen the folded weight.
@@ -334,6 +349,7 @@ std::string QatTrainer::settingsJson() const {
                         {"freeze_bn_epoch", config_.freeze_bn_epoch},
                         {"augment_shift", config_.augment_shift},
                         {"augment_flip", config_.augment_flip},
+                        {"label_smoothing", config_.label_smoothing},
                         {"train_weights", config_.train_weights},
                         {"quantizer_lr_scale", config_.quantizer_lr_scale},
                         {"seed", config_.seed}}

@@ -64,6 +64,10 @@ struct QatConfig {
   // sample, drawn from a generator seeded by (seed, step): the same on every rank and on resume.
   int64_t augment_shift = 0;
   bool augment_flip = false;
+  // The default loss's label smoothing, PyTorch's CrossEntropyLoss(label_smoothing): the target
+  // puts 1 - e + e/K on the label and e/K on every class. Fine-tune with what the float model was
+  // trained with; plain cross entropy on a model trained with smoothing drives its logits apart.
+  double label_smoothing = 0;
   // False: only the quantizers' parameters train (weights, biases and BN stay as calibrated),
   // for grids fine enough that the float model needs no change (8 bits).
   bool train_weights = true;
@@ -81,8 +85,10 @@ struct QatConfig {
 // with probability 1/2 when `flip`, each sample drawn from a generator seeded with `seed`.
 at::Tensor augmentImages(const at::Tensor& images, int64_t shift, bool flip, uint64_t seed);
 
-// The default loss: cross entropy of [batch, classes] scores against the batch labels.
-at::Tensor crossEntropyLoss(const at::Tensor& output, const data::Batch& batch);
+// The default loss: cross entropy of [batch, classes] scores against the batch labels, smoothed
+// by `label_smoothing` in [0, 1).
+at::Tensor crossEntropyLoss(const at::Tensor& output, const data::Batch& batch,
+                            double label_smoothing = 0);
 using QatLoss = std::function<at::Tensor(const at::Tensor& output, const data::Batch& batch)>;
 
 struct QatStepInfo {
@@ -134,8 +140,8 @@ class QatTrainer {
  public:
   // `model` must come from prepareForQat (or prepare with fold_batchnorm = false on a model the
   // backend does not fold BN for) and be calibrated. `group` (optional, kept by reference) spreads
-  // batches over processes.
-  QatTrainer(passes::PreparedModel& model, QatConfig config, QatLoss loss = crossEntropyLoss,
+  // batches over processes. No `loss`: crossEntropyLoss with the config's label smoothing.
+  QatTrainer(passes::PreparedModel& model, QatConfig config, QatLoss loss = {},
              ProcessGroup* group = nullptr);
   ~QatTrainer();
   QatTrainer(const QatTrainer&) = delete;

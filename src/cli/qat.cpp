@@ -57,6 +57,7 @@ struct QatOptions {
   int64_t freeze_bn_epoch = -1;
   int64_t augment_shift = 0;
   bool augment_flip = false;
+  double label_smoothing = 0;
   bool freeze_weights = false;
   double quantizer_lr_scale = 1.0;
   std::string calib;  // empty: --data
@@ -266,6 +267,7 @@ int runQat(QatOptions o) {
   config.freeze_bn_epoch = o.freeze_bn_epoch;
   config.augment_shift = o.augment_shift;
   config.augment_flip = o.augment_flip;
+  config.label_smoothing = o.label_smoothing;
   config.train_weights = !o.freeze_weights;
   config.quantizer_lr_scale = o.quantizer_lr_scale;
   config.seed = o.seed;
@@ -333,7 +335,7 @@ int runQat(QatOptions o) {
     }
   }
 
-  algos::QatTrainer trainer(*model, config, algos::crossEntropyLoss, group.get());
+  algos::QatTrainer trainer(*model, config, {}, group.get());
   if (!resume_path.empty()) trainer.resume(resume_path);
 
   auto train_data = openFor(o.data, float_graph);
@@ -465,6 +467,10 @@ std::pair<CLI::App*, std::function<int()>> addQatCommand(CLI::App& app) {
                   "Shift training images by up to N pixels at random (zero padded)");
   sub->add_flag("--augment-flip", o->augment_flip,
                 "Flip training images horizontally at random (half of them)");
+  sub->add_option("--label-smoothing", o->label_smoothing,
+                  "Cross entropy against smoothed labels (PyTorch's label_smoothing): use what "
+                  "the float model was trained with")
+      ->capture_default_str();
   sub->add_flag("--freeze-weights", o->freeze_weights,
                 "Train only the quantizers' parameters (scales, clipping values); weights, biases "
                 "and BN stay as calibrated");

@@ -198,6 +198,67 @@ TEST(Qat, OneStepEqualsTheLsqClosedFormWithCrossEntropyAndSgd) {
   EXPECT_EQ(mine.size(), 4u);                            // w, b, two scale tensors
 }
 
+// PyTorch's label_smoothing, written out: the target puts 1 - e + e/K on the label and e/K on
+// every class, so loss = -(1 - e) log p_label - (e / K) sum_k log p_k, averaged over the batch.
+double smoothedCrossEntropy(const at::Tensor& logits, const at::Tensor& labels, double e) {
+  const at::Tensor z = logits.to(at::kDouble);
+  const int64_t n = z.size(0), k = z.size(1);
+  double total = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    double norm = 0;
+    for (int64_t j = 0; j < k; ++j)
+      norm += std::exp(z[i][j].item<double>());
+    const auto log_p = [&](int64_t j) { return z[i][j].item<double>() - std::log(norm); };
+    double sum_log_p = 0;
+    for (int64_t j = 0; j < k; ++j)
+      sum_log_p += log_p(j);
+    total += -(1 - e) * log_p(labels[i].item<int64_t>()) - e / k * sum_log_p;
+  }
+  return total / n;
+}
+
+TEST(Qat, LabelSmoothingIsPyTorchsSmoothedCrossEntropy) {
+  const at::Tensor logits = at::tensor({2.0f, -1.0f, 0.5f, 0.1f, 0.2f, 3.0f}).reshape({2, 3});
+  data::Batch batch;
+  batch.labels = at::tensor({0, 1}, at::kLong);
+  EXPECT_NEAR(algos::crossEntropyLoss(logits, batch).item<double>(),
+              smoothedCrossEntropy(logits, batch.labels, 0), 1e-6);
+  EXPECT_NEAR(algos::crossEntropyLoss(logits, batch, 0.1).item<double>(),
+              smoothedCrossEntropy(logits, batch.labels, 0.1), 1e-6);
+  EXPECT_THROW(algos::crossEntropyLoss(logits, batch, 1.0), Error);
+  EXPECT_THROW(algos::crossEntropyLoss(logits, batch, -0.1), Error);
+
+  // The trainer's default loss takes the config's smoothing: one step's reported loss is the
+  // smoothed loss of the calibrated model's outputs.
+  auto data = linearData(8);
+  auto m = calibrated(linearClassifier(), data, lsqBackend());
+  algos::QatConfig c;
+  c.batch_size = 8;
+  c.label_smoothing = 0.2;
+  algos::QatTrainer trainer(*m, c);
+  at::Tensor x = at::empty({8, 4});
+  at::Tensor labels = at::empty({8}, at::kLong);
+  for (int64_t i = 0; i < 8; ++i) {
+    x[i] = data->get(i).input;
+    labels[i] = data->get(i).label;
+  }
+  const double expected = smoothedCrossEntropy(trainer.infer(x), labels, 0.2);
+  data::LoaderOptions lo;
+  const algos::QatReport r = trainer.train(data, lo);
+  ASSERT_EQ(r.epochs.size(), 1u);
+  EXPECT_NEAR(r.epochs[0].loss, expected, 1e-5);
+
+  // Smoothing belongs to the default loss; with a loss of one's own it is refused, and so is a
+  // value outside [0, 1).
+  auto again = calibrated(linearClassifier(), data, lsqBackend());
+  const algos::QatLoss own = [](const at::Tensor& out, const data::Batch& b) {
+    return algos::crossEntropyLoss(out, b);
+  };
+  EXPECT_THROW(algos::QatTrainer(*again, c, own), Error);
+  c.label_smoothing = 1.0;
+  EXPECT_THROW(algos::QatTrainer(*again, c), Error);
+}
+
 TEST(Qat, TrainingLowersTheLossAndUpdatesBatchNormStatistics) {
   auto data = imageData(256);
   auto m = calibrated(convBnClassifier(), data, lsqBackend());
