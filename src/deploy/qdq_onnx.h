@@ -1,9 +1,11 @@
 // Standard ONNX from a prepared model: every FakeQuantize node becomes what any ONNX runtime
-// runs. 8-bit affine points with round-half-to-even become QuantizeLinear -> DequantizeLinear;
-// other widths and rounding rules become the same arithmetic in plain float ops
-// (Div, Round|Floor, Add, Clip, Sub, Mul), so the file is exact for every scheme. Weights are
-// stored already fake-quantized (so learned rounding such as AdaRound survives); int32 biases are
-// stored as int32 with a DequantizeLinear.
+// runs. 8-bit affine activations with round-half-to-even become QuantizeLinear ->
+// DequantizeLinear; other activation widths and rounding rules become the same arithmetic in
+// plain float ops (Div, Round|Floor, Add, Clip, Sub, Mul), so the file is exact for every scheme.
+// Weights are stored already fake-quantized (so learned rounding such as AdaRound survives), as
+// QuantizeLinear -> DequantizeLinear up to 8 bits whatever their rounding (they are on the grid),
+// so that runtimes see integers rather than a float expression to fold BatchNormalization into;
+// int32 biases are stored as int32 with a DequantizeLinear.
 #pragma once
 
 #include <nlohmann/json.hpp>
