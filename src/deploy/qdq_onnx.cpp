@@ -60,6 +60,7 @@ class Lowerer {
       quantized_[name] = out->producer()->input(0);  // the QuantizeLinear's integers
     } else {
       out = arithmetic(x, params, scheme, base, rank);
+      quantized_[name] = levelsOf(out);
     }
     replace(fq, y, out);
   }
@@ -136,6 +137,13 @@ class Lowerer {
     return op("Mul", {v, scale}, base)->output(0);
   }
 
+  // The integers of a chain from arithmetic(), held in float: the Clip onto [qmin, qmax] before
+  // the zero point is taken off and the scale put back (Sub, Mul).
+  static const Value* levelsOf(const Value* out) {
+    const Node* sub = out->producer()->input(0)->producer();
+    return sub->input(0);
+  }
+
   // floor(v) + 1 on exact ties, round(v) elsewhere. Floor(v + 0.5) would be shorter but is wrong
   // in float32 just below a tie: 0.5 - 2^-25 + 0.5 rounds up to 1.
   Value* roundHalfUp(Value* v, const std::string& base) {
@@ -177,7 +185,8 @@ class Lowerer {
   passes::PreparedModel& model_;
 
  public:
-  std::map<std::string, const Value*> quantized_;  // quantizer -> its integer tensor
+  // quantizer -> its integer tensor: a QuantizeLinear output, or an arithmetic chain's Clip
+  std::map<std::string, const Value*> quantized_;
 };
 
 }  // namespace

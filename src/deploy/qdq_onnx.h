@@ -22,7 +22,8 @@ namespace qforge::deploy {
 // Throws qforge::Error naming the quantizer for one that is not affine (NNIE's log grid).
 // quantizerTable() lists such quantizers with their state instead of a scale and zero point.
 // `quantized_values`, when given, receives each quantizer's integer tensor in the new graph (the
-// QuantizeLinear output) by quantizer name, for comparing runtimes tensor by tensor.
+// QuantizeLinear output, or for a quantizer written as arithmetic its Clip onto [qmin, qmax],
+// integers held in float) by quantizer name, for comparing runtimes tensor by tensor.
 Graph toQdqGraph(passes::PreparedModel& model,
                  std::map<std::string, std::string>* quantized_values = nullptr);
 

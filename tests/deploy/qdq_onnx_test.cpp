@@ -84,7 +84,8 @@ TEST(QdqOnnx, OtherActivationWidthsAndRoundingBecomePlainArithmetic) {
   auto m = calibrated(tinyBackend({{"weight", {{"bits", 4}}},
                                    {"activation", {{"bits", 6}, {"rounding", "half_up"}}}}),
                       x);
-  Graph qdq = deploy::toQdqGraph(*m);
+  std::map<std::string, std::string> quantized_values;
+  Graph qdq = deploy::toQdqGraph(*m, &quantized_values);
   auto counts = opCounts(qdq);
   EXPECT_EQ(counts["QuantizeLinear"], 2);  // the two 4-bit weights
   EXPECT_EQ(counts["Round"], 2);           // off-tie half-up activations
@@ -92,6 +93,20 @@ TEST(QdqOnnx, OtherActivationWidthsAndRoundingBecomePlainArithmetic) {
   EXPECT_EQ(counts["Floor"], 2);
   EXPECT_EQ(counts["Clip"], 2);
   expectSameOutputs(*m, qdq, x);
+  // An arithmetic activation's integers are its Clip's output, named for verify's trace.
+  int arithmetic = 0;
+  for (const auto& [quantizer, tensor] : quantized_values) {
+    const Value* v = qdq.findValue(tensor);
+    ASSERT_NE(v, nullptr) << quantizer;
+    if (v->producer()->opType() == "QuantizeLinear") continue;  // a weight
+    EXPECT_EQ(v->producer()->opType(), "Clip") << quantizer;
+    ++arithmetic;
+    const at::Tensor levels = Executor(qdq).run({{"x", x}}, {tensor}).at(tensor);
+    EXPECT_TRUE(at::equal(levels, levels.round())) << quantizer;
+    EXPECT_GE(levels.min().item<double>(), 0.0) << quantizer;
+    EXPECT_LE(levels.max().item<double>(), 63.0) << quantizer;
+  }
+  EXPECT_EQ(arithmetic, 2);
 }
 
 // A weight written as float arithmetic is a constant expression: ONNX Runtime folds it and then
