@@ -36,23 +36,31 @@ class Lowerer {
     }
     const quant::QParams params = q->qparams();
     const quant::QScheme& scheme = q->scheme();
-    if (x->isInitializer() && point != nullptr &&
-        (point->kind == PointKind::Weight || point->kind == PointKind::Bias)) {
+    const bool baked = x->isInitializer() && point != nullptr &&
+                       (point->kind == PointKind::Weight || point->kind == PointKind::Bias);
+    if (baked) {
       // Bake the quantizer's own output in: exact for learned rounding, on the grid for Q/DQ.
       at::Tensor w = q->forward(x->initializer()).detach();
-      Value* baked = graph_.addInitializer(graph_.uniqueName(x->name() + "_quantized"), w);
-      graph_.setInput(fq, 0, baked);
-      x = baked;
+      Value* baked_value = graph_.addInitializer(graph_.uniqueName(x->name() + "_quantized"), w);
+      graph_.setInput(fq, 0, baked_value);
+      x = baked_value;
     }
     const int64_t rank = x->isInitializer() ? x->initializer().dim() : -1;
     const bool eight_bit = scheme.bits == 8 && scheme.rounding == quant::RoundingMode::HalfToEven;
+    // A baked weight is on its grid, so QuantizeLinear returns its integers whatever the rounding
+    // rule, and any grid of up to 8 bits fits an int8/uint8 container. Written as float
+    // arithmetic instead, the weight is a constant expression: ONNX Runtime folds it and then
+    // folds a following BatchNormalization into it (ConvBNFusion), which moves outputs by an ulp
+    // and flips activations that sit on a rounding tie. Behind a DequantizeLinear it stays put.
+    const bool integer_container = eight_bit || (baked && scheme.bits <= 8);
     const std::string base = graph_.uniqueName(name);
     Value* out;
-    if (eight_bit) {
+    if (integer_container) {
       out = quantizeDequantize(x, params, scheme, base);
       quantized_[name] = out->producer()->input(0);  // the QuantizeLinear's integers
     } else {
       out = arithmetic(x, params, scheme, base, rank);
+      quantized_[name] = levelsOf(out);
     }
     replace(fq, y, out);
   }
@@ -129,6 +137,13 @@ class Lowerer {
     return op("Mul", {v, scale}, base)->output(0);
   }
 
+  // The integers of a chain from arithmetic(), held in float: the Clip onto [qmin, qmax] before
+  // the zero point is taken off and the scale put back (Sub, Mul).
+  static const Value* levelsOf(const Value* out) {
+    const Node* sub = out->producer()->input(0)->producer();
+    return sub->input(0);
+  }
+
   // floor(v) + 1 on exact ties, round(v) elsewhere. Floor(v + 0.5) would be shorter but is wrong
   // in float32 just below a tie: 0.5 - 2^-25 + 0.5 rounds up to 1.
   Value* roundHalfUp(Value* v, const std::string& base) {
@@ -170,7 +185,8 @@ class Lowerer {
   passes::PreparedModel& model_;
 
  public:
-  std::map<std::string, const Value*> quantized_;  // quantizer -> its integer tensor
+  // quantizer -> its integer tensor: a QuantizeLinear output, or an arithmetic chain's Clip
+  std::map<std::string, const Value*> quantized_;
 };
 
 }  // namespace

@@ -1,9 +1,11 @@
 // Standard ONNX from a prepared model: every FakeQuantize node becomes what any ONNX runtime
-// runs. 8-bit affine points with round-half-to-even become QuantizeLinear -> DequantizeLinear;
-// other widths and rounding rules become the same arithmetic in plain float ops
-// (Div, Round|Floor, Add, Clip, Sub, Mul), so the file is exact for every scheme. Weights are
-// stored already fake-quantized (so learned rounding such as AdaRound survives); int32 biases are
-// stored as int32 with a DequantizeLinear.
+// runs. 8-bit affine activations with round-half-to-even become QuantizeLinear ->
+// DequantizeLinear; other activation widths and rounding rules become the same arithmetic in
+// plain float ops (Div, Round|Floor, Add, Clip, Sub, Mul), so the file is exact for every scheme.
+// Weights are stored already fake-quantized (so learned rounding such as AdaRound survives), as
+// QuantizeLinear -> DequantizeLinear up to 8 bits whatever their rounding (they are on the grid),
+// so that runtimes see integers rather than a float expression to fold BatchNormalization into;
+// int32 biases are stored as int32 with a DequantizeLinear.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -20,7 +22,8 @@ namespace qforge::deploy {
 // Throws qforge::Error naming the quantizer for one that is not affine (NNIE's log grid).
 // quantizerTable() lists such quantizers with their state instead of a scale and zero point.
 // `quantized_values`, when given, receives each quantizer's integer tensor in the new graph (the
-// QuantizeLinear output) by quantizer name, for comparing runtimes tensor by tensor.
+// QuantizeLinear output, or for a quantizer written as arithmetic its Clip onto [qmin, qmax],
+// integers held in float) by quantizer name, for comparing runtimes tensor by tensor.
 Graph toQdqGraph(passes::PreparedModel& model,
                  std::map<std::string, std::string>* quantized_values = nullptr);
 

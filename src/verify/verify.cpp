@@ -365,7 +365,8 @@ class Verifier {
   }
 
   // QDQ model vs simulation: each activation quantizer's integers, ORT's QuantizeLinear output
-  // against the simulation's fake-quantized value on the same grid.
+  // (or the Clip of a quantizer written as arithmetic: 4-bit, half-up) against the simulation's
+  // fake-quantized value on the same grid.
   std::vector<Divergence> traceQdq(const std::string& path, const at::Tensor& inputs,
                                    const at::Tensor& samples) {
     const at::Tensor x = inputs.index_select(0, samples);
@@ -398,7 +399,8 @@ class Verifier {
     return tensorDifferences(pairs);
   }
 
-  // QOperator model vs its emulation: every integer tensor a kernel writes.
+  // QOperator model vs its emulation: every integer tensor a kernel writes, and the integers of
+  // quantizers written as arithmetic.
   std::vector<Divergence> traceQOperator(const std::string& path, const Graph& qop,
                                          Executor& emulator, const at::Tensor& inputs,
                                          const at::Tensor& samples) {
@@ -411,8 +413,10 @@ class Verifier {
     std::vector<std::string> names;
     for (const Node* n : qop.topologicalOrder()) {
       const std::string& op = n->opType();
+      // A quantizer written as arithmetic stays float in this model; its Clip holds the integers.
+      const bool arithmetic_levels = op == "Clip" && quantizer_of.count(n->output(0)->name());
       if (op == "QuantizeLinear" || op.rfind("QLinear", 0) == 0 ||
-          (op == "QGemm" && n->inputs().size() > 7)) {
+          (op == "QGemm" && n->inputs().size() > 7) || arithmetic_levels) {
         names.push_back(n->output(0)->name());
       }
     }

@@ -101,6 +101,46 @@ TEST(DeployVerifyCli, ABrokenLayerScaleInTheExportedModelIsCaughtAndNamed) {
   EXPECT_NE(report["failures"][0].get<std::string>().find(tensor), std::string::npos);
 }
 
+TEST(DeployVerifyCli, AFourBitActivationWrittenAsArithmeticIsTracedAndNamed) {
+  // W4A4 Academic: 4-bit activations are Div/Round/Add/Clip/Sub/Mul in the QDQ model, not
+  // QuantizeLinear, and verify compares their Clip (the integers) too.
+  const std::string dir = makeTempDir("deploy_verify") + "/w4a4";
+  const CliResult q = runCli("quantize " + zoo("resnet") + " --backend Academic --config " +
+                             std::string(QFORGE_SOURCE_DIR) + "/bench/configs/w4a4_qat.yaml" +
+                             " --calib-batches 2 --calib-batch 32 --out " + dir + " --quiet");
+  ASSERT_EQ(q.exit_code, 0) << q.out;
+  std::ifstream manifest_file(dir + "/deploy.json");
+  const nlohmann::json manifest = nlohmann::json::parse(manifest_file);
+  Graph g = importOnnxFile(dir + "/model.qdq.onnx");
+  // The first 4-bit activation: nothing before it but the 8-bit first layer, so it is the first
+  // tensor beyond one level once its scale is broken.
+  std::string victim;
+  for (const auto& t : manifest["tensors"]) {
+    if (t["role"] == "activation" && t["bits"] == 4) {
+      victim = t["quantizer"];
+      break;
+    }
+  }
+  ASSERT_FALSE(victim.empty());
+  ASSERT_TRUE(manifest["quantized_values"].contains(victim)) << manifest["quantized_values"];
+  const std::string tensor = manifest["quantized_values"][victim];
+  const Node* clip = g.value(tensor)->producer();
+  ASSERT_EQ(clip->opType(), "Clip");
+  const Node* div = clip->input(0)->producer()->input(0)->producer()->input(0)->producer();
+  ASSERT_EQ(div->opType(), "Div");
+  Value* scale = div->input(1);
+  scale->setInitializer(scale->initializer() * 1.5);
+  exportOnnxFile(g, dir + "/model.qdq.onnx");
+
+  const nlohmann::json report = verifyJson(dir + " --limit 64", 1);
+  const nlohmann::json* sim = comparison(report, "qdq", "simulation");
+  ASSERT_NE(sim, nullptr);
+  ASSERT_TRUE(sim->contains("first_divergence")) << sim->dump(2);
+  EXPECT_EQ((*sim)["first_divergence"]["quantizer"], victim);
+  EXPECT_EQ((*sim)["first_divergence"]["tensor"], tensor);
+  EXPECT_GT((*sim)["first_divergence"]["compared"].get<int64_t>(), 2);
+}
+
 TEST(DeployVerifyCli, DeployWritesElsewhereAndVerifyReadsThePreparedModelFromItsDirectory) {
   const std::string dir = quantized("ONNX_QNN");
   const std::string out = makeTempDir("deploy_elsewhere") + "/out";
