@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
 """The control for W8A8 QAT: fine-tune a zoo model *in float*, in PyTorch, with the recipe of a
-W8A8 QAT row (SGD with momentum, cosine learning rate per step, BN in inference mode, the same
-batch and epochs), and report test top-1 before and after. At 8 bits the quantization error is
+W8A8 QAT row (SGD with momentum, cosine learning rate per step, BN in inference mode unless
+--train-bn, the zoo's shift+flip augmentation with --augment, the same batch and epochs), and
+report test top-1 before and after. At 8 bits the quantization error is
 far below what one more epoch of training moves, so a W8A8 QAT row is to be read against this
 figure: what fine-tuning alone does to the float model, with no quantizer in the graph.
 
     /usr/bin/python3 bench/finetune_control.py --model resnet [--lr 2e-4] [--epochs 1]
-        [--batch 64] [--seeds 0,1,2] [--label-smoothing 0] [--threads 1] [--json FILE]
+        [--batch 64] [--seeds 0,1,2] [--label-smoothing 0] [--train-bn] [--augment]
+        [--threads 1] [--json FILE]
 
 The float weights are read from models/zoo/NAME.onnx into tools/zoo/zoo.py's module (the exporter
 writes a parameter equal to another as an Identity of it; both get the value). Data order: a
@@ -73,14 +75,15 @@ def finetune(a, seed, train, test):
     for _ in range(a.epochs):
         perm = torch.randperm(len(x), generator=order)
         model.train()
-        for m in model.modules():  # BN frozen, as the W8A8 rows run (--freeze-bn-epoch 0)
-            if isinstance(m, torch.nn.modules.batchnorm._BatchNorm):
+        for m in model.modules():  # BN frozen (qforge qat --freeze-bn-epoch 0) unless asked
+            if isinstance(m, torch.nn.modules.batchnorm._BatchNorm) and not a.train_bn:
                 m.eval()
         for i in range(steps_per_epoch):
             idx = perm[i * a.batch:(i + 1) * a.batch]
             for group in opt.param_groups:  # qforge qat's cosine: per step, from lr to 0
                 group["lr"] = a.lr * 0.5 * (1 + math.cos(math.pi * step / total))
-            loss = F.cross_entropy(model(x[idx]), y[idx], label_smoothing=a.label_smoothing)
+            xb = zoo.augment(x[idx], order) if a.augment else x[idx]
+            loss = F.cross_entropy(model(xb), y[idx], label_smoothing=a.label_smoothing)
             opt.zero_grad()
             loss.backward()
             opt.step()
@@ -97,6 +100,8 @@ def main():
     p.add_argument("--epochs", type=int, default=1)
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--label-smoothing", type=float, default=0.0)
+    p.add_argument("--train-bn", action="store_true", help="BN normalises with batch statistics")
+    p.add_argument("--augment", action="store_true", help="the zoo's random shift and flip")
     p.add_argument("--seeds", default="0")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--json", help="write the results here")
@@ -109,7 +114,8 @@ def main():
         print(json.dumps(runs[-1]), file=sys.stderr, flush=True)
     after = [r["finetuned_top1"] for r in runs]
     result = {"model": a.model, "lr": a.lr, "momentum": a.momentum, "epochs": a.epochs,
-              "batch": a.batch, "label_smoothing": a.label_smoothing, "runs": runs,
+              "batch": a.batch, "label_smoothing": a.label_smoothing, "train_bn": a.train_bn,
+              "augment": a.augment, "runs": runs,
               "float_top1": runs[0]["float_top1"], "finetuned_mean": float(np.mean(after)),
               "finetuned_min": min(after), "finetuned_max": max(after)}
     if a.json:

@@ -253,6 +253,8 @@ int runQat(QatOptions o) {
   require(!o.out.empty(), "give --out DIR (or --resume DIR to continue a run there)");
   require(o.calib_batches > 0 && o.calib_batch > 0,
           "--calib-batches and --calib-batch must be at least 1");
+  require(o.label_smoothing >= 0 && o.label_smoothing < 1,
+          "--label-smoothing must be in [0, 1); got " + c10::str(o.label_smoothing));
   algos::QatConfig config;
   config.epochs = o.epochs;
   config.batch_size = o.batch;

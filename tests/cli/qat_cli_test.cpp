@@ -268,6 +268,13 @@ TEST(QatCli, BadInputGetsOneLineAndNoFiles) {
   EXPECT_NE(optimizer.out.find("unknown optimizer 'rmsprop'; known: sgd, adam"), std::string::npos)
       << optimizer.out;
 
+  const CliResult smoothing = runCli(shortRun(dir + "/e", 1) + " --label-smoothing 1.5");
+  EXPECT_EQ(smoothing.exit_code, 2);
+  EXPECT_NE(smoothing.out.find("--label-smoothing must be in [0, 1); got 1.5"), std::string::npos)
+      << smoothing.out;
+  EXPECT_EQ(lineCount(smoothing.out), 1u) << smoothing.out;
+  EXPECT_FALSE(std::filesystem::exists(dir + "/e"));
+
   const CliResult batch = runCli("qat " + zoo("resnet") +
                                  " --backend TensorRT --limit 20 --batch 32 --calib-batches 1 "
                                  "--calib-batch 8 --out " +
