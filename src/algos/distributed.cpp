@@ -114,6 +114,16 @@ struct ProcessGroup::Connection {
       throw Error(who + ": " + operation + " failed: " + firstLine(e));
     }
   }
+
+  // Reduces `tensor` in place across the ranks, waiting for the result.
+  void allReduce(const at::Tensor& tensor, c10d::ReduceOp op, const std::string& operation) {
+    guarded(operation, [&] {
+      std::vector<at::Tensor> one{tensor};
+      c10d::AllreduceOptions reduce;
+      reduce.reduceOp = op;
+      group->allreduce(one, reduce)->wait();
+    });
+  }
 };
 
 namespace {
@@ -273,12 +283,7 @@ void ProcessGroup::allReduceSum(const std::vector<at::Tensor>& tensors) {
   checkTensors(tensors, "all-reduce (sum)", false);
   if (!connection_) return;
   throughFlatBuffers(tensors, [&](const at::Tensor& buffer) {
-    connection_->guarded("all-reduce (sum)", [&] {
-      std::vector<at::Tensor> one{buffer};
-      c10d::AllreduceOptions reduce;
-      reduce.reduceOp = c10d::ReduceOp::SUM;
-      waitFor(connection_->group->allreduce(one, reduce));
-    });
+    connection_->allReduce(buffer, c10d::ReduceOp::SUM, "all-reduce (sum)");
   });
 }
 
@@ -287,12 +292,7 @@ void ProcessGroup::allReduceMean(const std::vector<at::Tensor>& tensors) {
   if (!connection_) return;
   // Gloo has no average: sum, then divide in the buffer before the values are copied back.
   throughFlatBuffers(tensors, [&](const at::Tensor& buffer) {
-    connection_->guarded("all-reduce (mean)", [&] {
-      std::vector<at::Tensor> one{buffer};
-      c10d::AllreduceOptions reduce;
-      reduce.reduceOp = c10d::ReduceOp::SUM;
-      waitFor(connection_->group->allreduce(one, reduce));
-    });
+    connection_->allReduce(buffer, c10d::ReduceOp::SUM, "all-reduce (mean)");
     buffer.div_(static_cast<double>(world_size_));
   });
 }
@@ -321,13 +321,9 @@ void ProcessGroup::barrier() {
 
 double ProcessGroup::allReduceMax(double value) {
   if (!connection_) return value;
-  std::vector<at::Tensor> one{at::full({1}, value, at::kDouble)};
-  connection_->guarded("all-reduce (max)", [&] {
-    c10d::AllreduceOptions reduce;
-    reduce.reduceOp = c10d::ReduceOp::MAX;
-    waitFor(connection_->group->allreduce(one, reduce));
-  });
-  return one[0].item<double>();
+  const at::Tensor one = at::full({1}, value, at::kDouble);
+  connection_->allReduce(one, c10d::ReduceOp::MAX, "all-reduce (max)");
+  return one.item<double>();
 }
 
 }  // namespace qforge::algos

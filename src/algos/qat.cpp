@@ -37,6 +37,11 @@ bool isNormalization(const Node& node) {
           node.opType() == "InstanceNormalization");
 }
 
+void requireLabelSmoothing(double label_smoothing) {
+  require(label_smoothing >= 0 && label_smoothing < 1,
+          "label smoothing must be in [0, 1); got " + c10::str(label_smoothing));
+}
+
 }  // namespace
 
 std::unique_ptr<passes::PreparedModel> prepareForQat(Graph graph,
@@ -87,8 +92,7 @@ at::Tensor augmentImages(const at::Tensor& images, int64_t shift, bool flip, uin
 
 at::Tensor crossEntropyLoss(const at::Tensor& output, const data::Batch& batch,
                             double label_smoothing) {
-  require(label_smoothing >= 0 && label_smoothing < 1,
-          "label smoothing must be in [0, 1); got " + c10::str(label_smoothing));
+  requireLabelSmoothing(label_smoothing);
   require(batch.labels.defined(),
           "the default QAT loss (cross entropy) needs labelled data; the training data has no "
           "labels: give a loss function of your own");
@@ -112,8 +116,7 @@ QatTrainer::QatTrainer(passes::PreparedModel& model, QatConfig config, QatLoss l
   require(config_.quantizer_lr_scale == 1.0 || config_.optimizer == QatOptimizer::Sgd,
           "a quantizer learning-rate scale needs SGD (Adam's steps do not follow the gradient's "
           "size)");
-  require(config_.label_smoothing >= 0 && config_.label_smoothing < 1,
-          "label smoothing must be in [0, 1); got " + c10::str(config_.label_smoothing));
+  requireLabelSmoothing(config_.label_smoothing);
   require(!loss_ || config_.label_smoothing == 0,
           "label smoothing belongs to the default loss; a loss of your own smooths (or not) "
           "itself: leave label_smoothing at 0");

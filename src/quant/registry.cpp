@@ -176,19 +176,18 @@ void registerBuiltinFakeQuantizers(FakeQuantizerRegistry& r) {
   r.add("Fixed", [](const std::string& n, const QScheme& s, Obs obs, QuantOptions&) {
     return std::make_unique<FixedFakeQuantizer>(n, s, std::move(obs));
   });
-  r.add("LSQ", [](const std::string& n, const QScheme& s, Obs obs, QuantOptions& o) {
-    LsqFakeQuantizer::Options options;
-    options.grad_scaling = o.getBool("grad_scaling", true);
-    options.grad_scale_per_channel = o.getBool("grad_scale_per_channel", true);
-    return std::make_unique<LsqFakeQuantizer>(n, s, std::move(obs), options);
-  });
-  r.add("LSQ+", [](const std::string& n, const QScheme& s, Obs obs, QuantOptions& o) {
-    LsqFakeQuantizer::Options options;
-    options.learn_zero_point = true;
-    options.grad_scaling = o.getBool("grad_scaling", true);
-    options.grad_scale_per_channel = o.getBool("grad_scale_per_channel", true);
-    return std::make_unique<LsqFakeQuantizer>(n, s, std::move(obs), options);
-  });
+  // LSQ and LSQ+ differ only in whether the zero point learns.
+  const auto lsq = [](bool learn_zero_point) {
+    return [learn_zero_point](const std::string& n, const QScheme& s, Obs obs, QuantOptions& o) {
+      LsqFakeQuantizer::Options options;
+      options.learn_zero_point = learn_zero_point;
+      options.grad_scaling = o.getBool("grad_scaling", true);
+      options.grad_scale_per_channel = o.getBool("grad_scale_per_channel", true);
+      return std::make_unique<LsqFakeQuantizer>(n, s, std::move(obs), options);
+    };
+  };
+  r.add("LSQ", lsq(false));
+  r.add("LSQ+", lsq(true));
   r.add("PACT", [](const std::string& n, const QScheme& s, Obs obs, QuantOptions& o) {
     return std::make_unique<PactFakeQuantizer>(n, s, o.get("alpha", 10.0), std::move(obs));
   });
