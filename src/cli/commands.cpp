@@ -1,5 +1,8 @@
 #include "cli/commands.h"
 
+#include "backends/backend_config.h"
+#include "core/strings.h"
+
 namespace qforge::cli {
 
 CommandTable registerCommands(CLI::App& app) {
@@ -21,6 +24,14 @@ int runSelected(const CLI::App& app, const CommandTable& commands) {
     if (sub->parsed()) return run();
   }
   return 1;
+}
+
+void addBackendOption(CLI::App* command, std::string& backend) {
+  command
+      ->add_option("--backend", backend,
+                   "Built-in backend (" + join(backends::builtinBackendNames()) +
+                       ") or a backend .json file")
+      ->required();
 }
 
 }  // namespace qforge::cli

@@ -4,6 +4,7 @@
 #include <CLI/CLI.hpp>
 
 #include <functional>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -14,6 +15,9 @@ using CommandTable = std::vector<std::pair<CLI::App*, std::function<int()>>>;
 
 CommandTable registerCommands(CLI::App& app);
 int runSelected(const CLI::App& app, const CommandTable& commands);
+
+// The required --backend option of the commands that prepare a model: a built-in name or a file.
+void addBackendOption(CLI::App* command, std::string& backend);
 
 // One registration function per subcommand file.
 std::pair<CLI::App*, std::function<int()>> addConvertCommand(CLI::App& app);

@@ -436,10 +436,7 @@ std::pair<CLI::App*, std::function<int()>> addQatCommand(CLI::App& app) {
       "Quantization-aware training: prepare for a backend, calibrate, train with fake "
       "quantization (checkpoints, resume, data parallel), merge BN, save and deploy");
   sub->add_option("model", o->model, "ONNX model file (a classifier)")->required();
-  sub->add_option(
-         "--backend", o->backend,
-         "Built-in backend (" + join(backends::builtinBackendNames()) + ") or a backend .json file")
-      ->required();
+  addBackendOption(sub, o->backend);
   sub->add_option("--data", o->data, "Training data (same sources as eval --data)")
       ->capture_default_str();
   sub->add_option("--epochs", o->epochs, "Epochs")->capture_default_str();

@@ -545,10 +545,7 @@ std::pair<CLI::App*, std::function<int()>> addQuantizeCommand(CLI::App& app) {
       "Prepare a model for a backend, calibrate it (naive PTQ or reconstruction), save it and "
       "deploy it");
   sub->add_option("model", o->model, "ONNX model file")->required();
-  sub->add_option(
-         "--backend", o->backend,
-         "Built-in backend (" + join(backends::builtinBackendNames()) + ") or a backend .json file")
-      ->required();
+  addBackendOption(sub, o->backend);
   sub->add_option("--calib", o->calib, "Calibration data (same sources as eval --data)")
       ->capture_default_str();
   sub->add_option("--calib-batches", o->calib_batches, "Number of calibration batches")
