@@ -248,12 +248,10 @@ void QatTrainer::appendQuantizerParameters() {
 }
 
 void QatTrainer::buildOptimizer() {
-  sgd_.reset();
-  adam_.reset();
   if (config_.optimizer == QatOptimizer::Sgd) {
-    sgd_ = std::make_unique<Sgd>(params_, config_.lr, config_.momentum);
+    optimizer_ = std::make_unique<Sgd>(params_, config_.lr, config_.momentum);
   } else {
-    adam_ = std::make_unique<Adam>(params_, config_.lr);
+    optimizer_ = std::make_unique<Adam>(params_, config_.lr);
   }
 }
 
@@ -305,13 +303,8 @@ void QatTrainer::stepOptimizer(double lr) {
         params_[i].mutable_grad().add_(params_[i], config_.weight_decay);
     }
   }
-  if (sgd_) {
-    sgd_->setLearningRate(lr);
-    sgd_->step();
-  } else {
-    adam_->setLearningRate(lr);
-    adam_->step();
-  }
+  optimizer_->setLearningRate(lr);
+  optimizer_->step();
 }
 
 // Ranks normalise with their own batches' statistics; the running averages are averaged after
@@ -375,7 +368,7 @@ void QatTrainer::saveCheckpoint() {
     c.initializers[name] = graph.value(name)->initializer();
   for (quant::FakeQuantizer* q : model_.quantizers())
     c.quantizers[q->name()] = q->state();
-  c.optimizer = sgd_ ? sgd_->state() : adam_->state();
+  c.optimizer = optimizer_->state();
   c.rng_state = at::detail::getDefaultCPUGenerator().get_state();
   nlohmann::json history = nlohmann::json::array();
   for (const QatEpochResult& e : history_) {
@@ -425,11 +418,7 @@ void QatTrainer::resume(const std::string& checkpoint_path) {
   // Loading state may have replaced the quantizers' parameter tensors: collect them again.
   appendQuantizerParameters();
   buildOptimizer();
-  if (sgd_) {
-    sgd_->loadState(c.optimizer);
-  } else {
-    adam_->loadState(c.optimizer);
-  }
+  optimizer_->loadState(c.optimizer);
   if (c.rng_state.numel() > 0) {
     at::Generator generator = at::detail::getDefaultCPUGenerator();
     generator.set_state(c.rng_state);

@@ -33,8 +33,7 @@ struct BatchNormTraining;
 namespace qforge::algos {
 
 class ProcessGroup;
-class Sgd;
-class Adam;
+class Optimizer;
 
 enum class QatOptimizer { Sgd, Adam };
 enum class QatSchedule { Constant, Cosine, Step };
@@ -194,8 +193,7 @@ class QatTrainer {
   std::vector<bool> decays_;                // weight decay applies
   std::vector<bool> batch_scaled_grad_;     // LSQ activation scales (see averageGradients)
   std::vector<std::string> bn_statistics_;  // running mean/var initializers
-  std::unique_ptr<Sgd> sgd_;
-  std::unique_ptr<Adam> adam_;
+  std::unique_ptr<Optimizer> optimizer_;    // SGD or Adam, per the config
   // Position.
   int64_t epoch_ = 0, step_in_epoch_ = 0, global_step_ = 0;
   // The unfinished epoch's sums: loss, correct, labelled, steps, seconds.

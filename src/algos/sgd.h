@@ -10,22 +10,24 @@
 #include <string>
 #include <vector>
 
+#include "algos/optimizer.h"
+
 namespace qforge::algos {
 
-class Sgd {
+class Sgd : public Optimizer {
  public:
   explicit Sgd(std::vector<at::Tensor> params, double lr, double momentum = 0.9);
 
   // Applies one update from the parameters' .grad() (parameters without a gradient are left
   // alone, their momentum too), then clears the gradients.
-  void step();
-  void setLearningRate(double lr) { lr_ = lr; }
+  void step() override;
+  void setLearningRate(double lr) override { lr_ = lr; }
   double learningRate() const { return lr_; }
   const std::vector<at::Tensor>& parameters() const { return params_; }
 
   // The momentum buffers, for checkpoints ("buf.3"; absent until a parameter's first update).
-  std::map<std::string, at::Tensor> state() const;
-  void loadState(const std::map<std::string, at::Tensor>& state);
+  std::map<std::string, at::Tensor> state() const override;
+  void loadState(const std::map<std::string, at::Tensor>& state) override;
 
  private:
   std::vector<at::Tensor> params_;
