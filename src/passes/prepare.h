@@ -1,11 +1,17 @@
-// prepare(): a float model in, a model ready to calibrate or train out. The pipeline, in order:
-//   1. Constant nodes become initializers   (later steps read Clip bounds, shapes as constants)
-//   2. fold BatchNormalization into Conv/ConvTranspose/Gemm   (before units: BN is not a unit),
-//      except after an op the backend quantizes without fusing BN (Academic)
-//   3. find quantization units per the backend's roles and fusions
-//   4. resolve each unit's settings: backend defaults, the user's config, first/last-layer width
-//   5. insert FakeQuantize nodes per the placement policy, and create their quantizers
-// The graph is verified after each editing step; errors name the step.
+// prepare(): a float model in, a model ready to calibrate or train out. It runs a pipeline of
+// passes (passes/pass_pipeline.h), by default:
+//   constants-to-initializers   Constant nodes become initializers (later passes read Clip
+//                               bounds, shapes as constants)
+//   fold-bn                     BatchNormalization folded into Conv/ConvTranspose/Gemm (before
+//                               units: BN is not a unit), except after an op the backend
+//                               quantizes without fusing BN (Academic)
+//   find-units                  quantization units per the backend's roles and fusions
+//   resolve-settings            each unit's settings: backend defaults, the user's config,
+//                               first/last-layer width
+//   list-float-ops              what stays float outside the units, for the report
+//   insert-fake-quant           FakeQuantize nodes per the placement policy
+// and then creates the quantizers. QAT keeps BN (no fold-bn) and adds zero-bias-under-bn after
+// find-units. The graph is verified after each pass; errors name the pass.
 #pragma once
 
 #include <map>
@@ -17,6 +23,7 @@
 #include "exec/executor.h"
 #include "ir/graph.h"
 #include "passes/insert_fake_quant.h"
+#include "passes/pass_pipeline.h"
 #include "passes/quant_config.h"
 #include "passes/quant_units.h"
 #include "quant/fake_quantizer.h"
@@ -36,6 +43,14 @@ struct UnitSummary {
 struct PrepareOptions {
   QuantConfig config;
   bool fold_batchnorm = true;  // QAT keeps BN as its own trainable op
+  // The pass list as text ("cle,fold-bn"); empty: defaultPreparePasses(fold_batchnorm). A list of
+  // graph passes only gets the placement passes appended (with zero-bias-under-bn when
+  // fold_batchnorm is false); a list with placement passes runs as given and must place
+  // quantizers.
+  std::string passes;
+  // Where the names of `passes` resolve (PassRegistry::builtin() when null; algos::builtinPasses()
+  // adds cle).
+  const PassRegistry* pass_registry = nullptr;
   // Registries the backend's observer and fake quantizer names resolve in (built-ins when null).
   const quant::ObserverRegistry* observers = nullptr;
   const quant::FakeQuantizerRegistry* fake_quantizers = nullptr;
@@ -55,6 +70,8 @@ class PreparedModel {
   // Nodes that compute in float although they are not pure data movement ("Softmax: node a,
   // node b"), for the report.
   const std::vector<std::string>& floatOps() const { return float_ops_; }
+  // What each pass of prepare() did, in order (empty for a model loaded from disk).
+  const std::vector<PassRecord>& passRecords() const { return pass_records_; }
 
   quant::FakeQuantizer* quantizer(const std::string& name) const;
   std::vector<quant::FakeQuantizer*> quantizers() const;  // in point order
@@ -75,15 +92,28 @@ class PreparedModel {
                                                               std::vector<QuantPoint>,
                                                               std::vector<std::string>,
                                                               const PrepareOptions&);
+  friend std::unique_ptr<PreparedModel> prepare(Graph, const backends::BackendConfig&,
+                                                const PrepareOptions&);
   Graph graph_;
   backends::BackendConfig backend_;
   std::vector<UnitSummary> units_;
   std::vector<QuantPoint> points_;
   std::vector<std::string> float_ops_;
+  std::vector<PassRecord> pass_records_;
   std::map<std::string, std::unique_ptr<quant::FakeQuantizer>> quantizers_;
   std::unique_ptr<OpRegistry> registry_;
   std::unique_ptr<Executor> executor_;
 };
+
+// The placement passes, in the order prepare() runs them after the graph passes.
+inline constexpr const char* kPlacementPasses =
+    "find-units,resolve-settings,list-float-ops,insert-fake-quant";
+
+// prepare()'s pass list when PrepareOptions::passes is empty.
+std::string defaultPreparePasses(bool fold_batchnorm);
+
+// The pipeline prepare() runs for `options` (throws for a bad pass list, before any work).
+PassPipeline preparePipeline(const PrepareOptions& options);
 
 std::unique_ptr<PreparedModel> prepare(Graph graph, const backends::BackendConfig& backend,
                                        const PrepareOptions& options = {});

@@ -1,0 +1,20 @@
+// The report's list of ops that compute in float although the backend quantizes around them:
+// what a user reads to see which parts of the model will not run in integers.
+#pragma once
+
+#include <set>
+#include <string>
+#include <vector>
+
+#include "backends/backend_config.h"
+#include "ir/graph.h"
+
+namespace qforge::passes {
+
+// One line per op type, "Softmax x2: node_a node_b", for the nodes that are in no quantized unit
+// (`in_units`), are not FakeQuantize, shares-input ops of `backend`, pure data movement or shape
+// bookkeeping (Shape, Gather, Cast, ...). At most four names per line, then "...".
+std::vector<std::string> listFloatOps(const Graph& graph, const backends::BackendConfig& backend,
+                                      const std::set<const Node*>& in_units);
+
+}  // namespace qforge::passes
