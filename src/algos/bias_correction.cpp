@@ -8,6 +8,7 @@
 
 #include "algos/calibrate.h"
 #include "core/error.h"
+#include "exec/op_traits.h"
 #include "ir/node_attributes.h"
 #include "passes/fake_quantize_node.h"
 
@@ -21,7 +22,8 @@ using passes::PreparedModel;
 struct Target {
   size_t report = 0;  // index into the result's layers
   Node* anchor = nullptr;
-  Node* bias_reader = nullptr;  // the anchor, or the FakeQuantize node on its bias
+  const OpInfo* info = nullptr;  // the anchor's entry in the op table
+  Node* bias_reader = nullptr;   // the anchor, or the FakeQuantize node on its bias
   size_t bias_slot = 0;
   at::Tensor float_mean;  // E[y_fp] per output channel, double
 };
@@ -47,10 +49,6 @@ std::string firstOp(const std::string& ops) {
   return ops.substr(0, ops.find('+'));
 }
 
-bool isWeightedOp(const std::string& op) {
-  return op == "Conv" || op == "ConvTranspose" || op == "Gemm" || op == "MatMul";
-}
-
 // The float tensor behind input `slot` of `node`, looking through a FakeQuantize node.
 const Value* floatSource(const Node& node, size_t slot) {
   const Value* v = node.input(slot);
@@ -58,15 +56,23 @@ const Value* floatSource(const Node& node, size_t slot) {
   return v;
 }
 
+// Gemm's C is beta * C (OpInfo's GemmB layout comes with Gemm's attributes).
+bool scalesBiasByBeta(const OpInfo* info) {
+  return info != nullptr && info->weight_layout == WeightLayout::GemmB;
+}
+
 // Why `anchor`'s bias cannot be corrected, or "" when it can; fills in where it is read.
 std::string planBias(const Graph& graph, Target& target) {
   Node* anchor = target.anchor;
   const std::string& op = anchor->opType();
-  if (op == "MatMul") return "MatMul has no bias input (a following Add would carry it)";
-  if (op != "Conv" && op != "ConvTranspose" && op != "Gemm") return op + " has no bias input";
+  target.info = opInfoFor(graph, *anchor);
+  if (target.info == nullptr || target.info->bias_input < 0) {
+    return op + " has no bias input" +
+           (isWeightedOp(target.info) ? " (a following Add would carry it)" : "");
+  }
   target.bias_reader = anchor;
-  target.bias_slot = 2;
-  const Value* bias = anchor->input(2);
+  target.bias_slot = static_cast<size_t>(target.info->bias_input);
+  const Value* bias = anchor->input(target.bias_slot);
   if (bias != nullptr && passes::isFakeQuantize(bias->producer())) {
     target.bias_reader = bias->producer();
     target.bias_slot = 0;
@@ -76,11 +82,11 @@ std::string planBias(const Graph& graph, Target& target) {
   if (!bias->isInitializer() || graph.isGraphInput(bias)) {
     return "bias '" + bias->name() + "' is not an initializer";
   }
-  if (op == "Gemm") {
-    const Value* w = floatSource(*anchor, 1);
-    const int64_t n = w->initializer().size(intAttr(*anchor, "transB", 0) != 0 ? 0 : 1);
+  if (scalesBiasByBeta(target.info)) {
+    const Value* w = floatSource(*anchor, static_cast<size_t>(target.info->weight_inputs.front()));
+    const int64_t n = weightOutputChannels(target.info, *anchor, w->initializer());
     const int64_t numel = bias->initializer().numel();
-    if (numel != 1 && numel != n) return "Gemm's C varies along its rows";
+    if (numel != 1 && numel != n) return op + "'s C varies along its rows";
   }
   return "";
 }
@@ -131,18 +137,19 @@ void writeCorrectedBias(PreparedModel& model, const Target& target, const at::Te
   Value* bias = target.bias_reader->input(target.bias_slot);
   at::Tensor corrected;
   if (bias == nullptr) {
-    const at::ScalarType type = floatSource(*anchor, 1)->initializer().scalar_type();
+    const size_t weight_slot = static_cast<size_t>(target.info->weight_inputs.front());
+    const at::ScalarType type = floatSource(*anchor, weight_slot)->initializer().scalar_type();
     corrected = (-delta).to(type);
     report.bias_added = true;
   } else {
     const at::Tensor& old = bias->initializer();
     at::Tensor effective = old.to(at::kDouble).reshape({-1});
-    if (anchor->opType() == "Gemm") effective = effective * floatAttr(*anchor, "beta", 1.0);
+    if (scalesBiasByBeta(target.info)) effective = effective * floatAttr(*anchor, "beta", 1.0);
     corrected = effective.expand_as(delta) - delta;
     if (old.dim() == 2) corrected = corrected.reshape({1, -1});
     corrected = corrected.to(old.scalar_type());
   }
-  if (anchor->opType() == "Gemm") anchor->attributes.set(Attribute::makeFloat("beta", 1.0));
+  if (scalesBiasByBeta(target.info)) anchor->attributes.set(Attribute::makeFloat("beta", 1.0));
   if (bias != nullptr && bias->uses().size() == 1 && !graph.isGraphOutput(bias)) {
     bias->setInitializer(corrected);
   } else {
@@ -204,10 +211,11 @@ BiasCorrectionResult correctBias(PreparedModel& model, data::BatchLoader& loader
   BiasCorrectionResult result;
   std::vector<Target> targets;
   const std::map<std::string, Node*> anchors = anchorsByUnit(model);
+  const int64_t opset = model.graph().model.opsetFor("");
   for (const passes::UnitSummary& unit : model.units()) {
     auto it = anchors.find(unit.name);
     if (it == anchors.end()) {
-      if (unit.skipped && isWeightedOp(firstOp(unit.ops))) {
+      if (unit.skipped && isWeightedOp(opInfoFor(firstOp(unit.ops), opset))) {
         result.layers.push_back(CorrectedLayer{unit.name, unit.name, firstOp(unit.ops), 0, 0, 0,
                                                false, "the config keeps the unit float"});
       }

@@ -11,6 +11,7 @@
 #include "algos/calibrate.h"
 #include "algos/recon_data.h"
 #include "core/error.h"
+#include "exec/op_traits.h"
 #include "passes/fake_quantize_node.h"
 #include "quant/fake_quantizers/adaround.h"
 #include "quant/fake_quantizers/fixed.h"
@@ -34,20 +35,13 @@ struct RoundedWeight {
   std::unique_ptr<quant::AdaRoundFakeQuantizer> rounding;
 };
 
-// Ops a weight may pass through between its initializer and its quantizer: they move elements
-// and nothing else, so a rounded value can be written back into the initializer.
-bool movesDataOnly(const Node& n) {
-  static const std::set<std::string> kOps = {"Transpose", "Reshape",   "Flatten",
-                                             "Squeeze",   "Unsqueeze", "Identity"};
-  return n.domain().empty() && kOps.count(n.opType()) > 0;
-}
-
-// The initializer `v` is computed from through data movement only; throws naming the node when
-// some other op (or a second weight) is on the way.
-Value* sourceInitializer(const Value* v) {
+// The initializer `v` is computed from through layout-only ops (exec/op_info.h: each element
+// moved once, nothing computed, so a rounded value can be written back); throws naming the node
+// when some other op (or a second weight) is on the way.
+Value* sourceInitializer(const Graph& graph, const Value* v) {
   while (!v->isInitializer()) {
     const Node* n = v->producer();
-    if (n == nullptr || !movesDataOnly(*n) || n->input(0) == nullptr) {
+    if (n == nullptr || !isLayoutOnly(graph, *n) || n->input(0) == nullptr) {
       throw Error(
           "AdaRound rounds weights stored in initializers: '" + v->name() + "' is " +
           (n ? "computed by " + n->describe() + ", which is not data movement" : "not a constant"));
@@ -66,7 +60,7 @@ void writeBack(Graph& graph, Executor& executor, const std::string& name,
     v->setInitializer(rounded);
     return;
   }
-  Value* source = sourceInitializer(v);
+  Value* source = sourceInitializer(graph, v);
   require(source->uses().size() == 1, "weight '" + source->name() +
                                           "' is shared by several nodes; AdaRound cannot round it "
                                           "for one of them");
@@ -181,7 +175,7 @@ class UnitTraining {
     quant::FakeQuantizer* q = model.quantizer(passes::quantizerOf(node));
     require(q != nullptr, node.describe() + " runs an unknown quantizer");
     const Value* weight = node.input(0);
-    sourceInitializer(weight);  // refuses weights that cannot be written back
+    sourceInitializer(model.graph(), weight);  // refuses weights that cannot be written back
     const at::Tensor value = weight->isInitializer()
                                  ? weight->initializer()
                                  : plain_.run({}, {weight->name()}).at(weight->name());

@@ -8,6 +8,7 @@
 #include "core/files.h"
 #include "core/json_reader.h"
 #include "core/strings.h"
+#include "exec/op_info.h"
 
 namespace qforge::backends {
 
@@ -208,6 +209,17 @@ bool looksLikePath(const std::string& s) {
          (s.size() > 5 && endsWith(toLower(s), ".json"));
 }
 
+// What every backend starts from, below the root of its "extends" chain: the op table's
+// layout-only ops (Reshape, Transpose, Identity...) share their input's quantizer. A document
+// overrides one with another role, or removes it with null (the op then stays float).
+nlohmann::json tableDefaults() {
+  nlohmann::json ops = nlohmann::json::object();
+  for (const OpInfo& info : OpRegistry::builtin().entries()) {
+    if (info.domain.empty() && info.layout_only) ops[info.op_type] = toString(OpRole::SharesInput);
+  }
+  return {{"ops", ops}};
+}
+
 // Reads a backend document and resolves its "extends" chain into one merged document.
 nlohmann::json resolveDocument(const std::string& name_or_path, std::vector<std::string>& chain) {
   for (const auto& seen : chain) {
@@ -231,7 +243,7 @@ nlohmann::json resolveDocument(const std::string& name_or_path, std::vector<std:
     doc = parseJson(text, where);
   }
   require(doc.is_object(), where + ": a backend must be a JSON object");
-  if (!doc.contains("extends")) return doc;
+  if (!doc.contains("extends")) return mergeJson(tableDefaults(), doc);
   require(doc["extends"].is_string(), where + ": key 'extends' must name a backend");
   std::string base = doc["extends"].get<std::string>();
   if (looksLikePath(base) && std::filesystem::path(base).is_relative() && !dir.empty()) {

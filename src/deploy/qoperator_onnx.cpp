@@ -7,6 +7,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "exec/op_traits.h"
 #include "ir/onnx_import.h"
 #include "ir/verifier.h"
 #include "passes/fake_quantize_node.h"
@@ -169,16 +170,14 @@ class Rewriter {
 
   // MaxPool(DequantizeLinear(q)) = DequantizeLinear(MaxPool(q)) exactly, and likewise for ops
   // that only move or select values: run them on the integers so the next kernel reads those.
+  // The op table says which ops take 8-bit data at the model's opset (OpInfo::moves_int8).
   void pushDequantizeThroughDataMovement() {
-    static const std::set<std::string> movers = {"MaxPool", "Reshape",   "Flatten", "Transpose",
-                                                 "Squeeze", "Unsqueeze", "Identity"};
     bool changed = true;
     while (changed) {
       changed = false;
       for (Node* n : g_.topologicalOrder()) {
-        if (!n->domain().empty() || !movers.count(n->opType())) continue;
+        if (!movesInt8(g_, *n)) continue;
         if (n->outputs().size() != 1 || g_.isGraphOutput(n->output(0))) continue;
-        if (n->opType() == "MaxPool" && g_.model.opsetFor("") < 12) continue;  // 8-bit from 12
         auto dq = perTensorDq(n->input(0));
         if (!dq) continue;
         std::vector<Value*> inputs = n->inputs();
@@ -198,18 +197,17 @@ class Rewriter {
   }
 
   // QuantizeLinear(Transpose(v)) = Transpose(QuantizeLinear(v)) exactly, and likewise for ops
-  // that only reshape or reorder: quantize before them, so that the op computing v meets its
-  // QuantizeLinear and can become an integer kernel (ONNX Runtime propagates Q/DQ the same way).
+  // that only reshape or reorder (layout-only and 8-bit in the op table): quantize before them,
+  // so that the op computing v meets its QuantizeLinear and can become an integer kernel (ONNX
+  // Runtime propagates Q/DQ the same way).
   void pushQuantizeThroughDataMovement() {
-    static const std::set<std::string> reshapers = {"Reshape", "Flatten",   "Transpose",
-                                                    "Squeeze", "Unsqueeze", "Identity"};
     bool changed = true;
     while (changed) {
       changed = false;
       for (Node* q : g_.topologicalOrder()) {
         if (!isOp(q, "QuantizeLinear")) continue;
         Node* m = q->input(0)->producer();
-        if (m == nullptr || !m->domain().empty() || !reshapers.count(m->opType())) continue;
+        if (m == nullptr || !movesInt8(g_, *m) || !isLayoutOnly(g_, *m)) continue;
         if (soleQuantize(m->output(0), g_) != q) continue;  // per tensor, the only reader
         Value* x = m->input(0);
         if (x->isInitializer() || g_.isGraphInput(x) || g_.isGraphOutput(x) ||

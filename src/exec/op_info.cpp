@@ -76,6 +76,18 @@ void OpRegistry::remove(const std::string& domain, const std::string& op_type) {
       entries_.end());
 }
 
+void OpRegistry::replaceLowering(const std::string& domain, const std::string& op_type,
+                                 const Lowering& run) {
+  const std::string d = normalDomain(domain);
+  bool found = false;
+  for (OpInfo& e : entries_) {
+    if (e.op_type != op_type || e.domain != d) continue;
+    e.run = run;
+    found = true;
+  }
+  if (!found) throw Error("internal: no lowering of op " + op_type + " to replace");
+}
+
 const OpInfo* OpRegistry::find(const std::string& domain, const std::string& op_type,
                                int64_t opset) const {
   const std::string d = normalDomain(domain);

@@ -1,5 +1,6 @@
 // The OpInfo table: for each ONNX op (by domain and opset range) its ATen lowering plus the facts
-// later layers need (weight/bias slots, output-channel axis, whether it only moves data).
+// later layers need (weight/bias slots and layout, BN folding, data movement, output sign). It
+// is the one place those facts live: exec/op_traits.h asks it about a node.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -64,17 +65,63 @@ class OpContext {
 // output is allowed).
 using Lowering = std::function<std::vector<at::Tensor>(const OpContext&)>;
 
+// How a weight's output channels lie in its tensor: the per-channel quantization axis, the
+// channel count a new bias needs, and how a following BatchNormalization folds in.
+enum class WeightLayout {
+  None,                 // no output channels (PRelu's slope): per-tensor
+  OutputFirst,          // [C_out, ...] (Conv, QLinearConv, ConvInteger): axis 0
+  GroupedOutputSecond,  // [C_in, C_out / group, ...] (ConvTranspose): axis 1, group * size(1)
+  GemmB,                // Gemm's B: [K, N] on axis 1, or [N, K] on axis 0 when transB=1
+  LastAxis,             // MatMul's B [..., K, N]: the last axis
+};
+
+// What the sign of an op's output follows from; a signed grid is always safe, so Unknown is the
+// conservative answer and ops get a stronger one only where a pass relies on it.
+enum class OutputSign {
+  Unknown,
+  NonNegative,  // >= 0 whatever the input (Relu, Sigmoid, Softmax)
+  OfDataInput,  // >= 0 wherever input 0 is (pooling, reshaping: values selected or averaged)
+  OfAllInputs,  // >= 0 wherever every input is (Add)
+};
+
 struct OpInfo {
   std::string op_type;
   std::string domain;  // "" for the default ONNX domain
   int64_t since_version = 1;
   int64_t until_version = 1 << 30;  // inclusive
   Lowering run;
-  // Quantization facts.
+
+  // Facts the quantization layers ask about (exec/op_traits.h answers them for a node). Every
+  // entry of an op (one per opset range) carries them.
   std::vector<int> weight_inputs;  // input slots that hold weights (e.g. Conv: {1})
   int bias_input = -1;             // input slot of the bias, -1 when none
-  int weight_channel_axis = 0;     // output-channel axis of the weight (ConvTranspose: 1)
-  bool moves_data_only = false;    // Reshape, Transpose, MaxPool...: values pass through
+  WeightLayout weight_layout = WeightLayout::None;  // of the weights in weight_inputs
+  // A following inference-mode BatchNormalization folds into the weight (along weight_layout's
+  // output channels) and the bias: Conv, ConvTranspose, Gemm.
+  bool absorbs_batchnorm = false;
+  // Every input that is not a constant, weight or bias is an activation to quantize (Add,
+  // Concat, MatMul); otherwise only input 0 is.
+  bool combines_activations = false;
+  // The output's values are a selection of the inputs' values: nothing is computed (Reshape,
+  // Gather, Concat, MaxPool, ReduceMax).
+  bool moves_data_only = false;
+  // The output is input 0's elements, each exactly once, in another shape or order (Reshape,
+  // Transpose, Identity, inference Dropout): it keeps its input's quantization, and a rounded
+  // weight can be written back through it. Backends default such ops to "shares_input".
+  bool layout_only = false;
+  // The QOperator export may run the op on int8/uint8 between DequantizeLinear and its reader:
+  // ONNX accepts 8-bit data at this opset and the op only moves input 0's values, so it
+  // commutes with per-tensor (de)quantization. Recorded for the ops that export relies on
+  // (checked against ONNX Runtime): the layout-only ops but Dropout (float only), and MaxPool
+  // from opset 12.
+  bool moves_int8 = false;
+  // Computes shapes, indices or constants rather than activations (Shape, Constant, Cast): the
+  // report does not list it among the ops a backend leaves in float.
+  bool shape_computation = false;
+  OutputSign output_sign = OutputSign::Unknown;
+  // Refines output_sign from the node's attributes and constant inputs (Clip's lower bound,
+  // Resize's cubic mode); empty when output_sign holds for every node.
+  std::function<OutputSign(const Node&)> output_sign_of;
 };
 
 class OpRegistry {
@@ -83,11 +130,15 @@ class OpRegistry {
   void add(OpInfo info);
   // Drops every entry of (domain, op_type), so that a variant table can register its own.
   void remove(const std::string& domain, const std::string& op_type);
+  // Gives every entry of (domain, op_type) the lowering `run`, keeping its facts; throws when
+  // the op has no entry.
+  void replaceLowering(const std::string& domain, const std::string& op_type, const Lowering& run);
   // The entry covering `opset` for (domain, op_type), or nullptr.
   const OpInfo* find(const std::string& domain, const std::string& op_type, int64_t opset) const;
   // True when some entry exists for the op at any opset.
   bool knowsOp(const std::string& domain, const std::string& op_type) const;
   std::vector<std::string> opTypes() const;  // sorted, "domain::Op" for non-default domains
+  const std::vector<OpInfo>& entries() const { return entries_; }  // in registration order
 
   // The registry with every built-in lowering (built on first use by explicit registration).
   static const OpRegistry& builtin();

@@ -18,7 +18,8 @@ const OpRegistry& ortEmulationRegistry();
 void registerOrtIntegerOps(OpRegistry& registry);
 
 // Replaces the float kernels whose rounding ORT fixes differently from ATen: MatMul, ReduceMean,
-// Softmax and Erf (exec/ops/ort_float.cpp, exec/ops/mlas_kernels.h; x86-64's MLAS kernels).
+// Softmax and Erf (exec/ops/ort_float.cpp, exec/ops/mlas_kernels.h; x86-64's MLAS kernels). The
+// ops keep their facts; `registry` must hold them already.
 void registerOrtFloatOps(OpRegistry& registry);
 
 }  // namespace qforge

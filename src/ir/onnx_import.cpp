@@ -96,11 +96,22 @@ std::vector<std::pair<std::string, std::string>> propsFrom(
   return result;
 }
 
+// "ai.onnx" is another name of the default domain "": one spelling from import on, so that every
+// later `domain().empty()` test holds (a Conv in "ai.onnx" is quantized like one in "").
+std::string normalDomain(const std::string& domain) {
+  return domain == "ai.onnx" ? "" : domain;
+}
+
 void importModelInfo(const onnx::ModelProto& model, ModelInfo& info) {
   info.ir_version = model.ir_version();
   info.opset_imports.clear();
-  for (const auto& op : model.opset_import())
-    info.opset_imports[op.domain()] = op.version();
+  // An import of "" wins over one of "ai.onnx", as ModelInfo::opsetFor had it.
+  for (const auto& op : model.opset_import()) {
+    if (!op.domain().empty()) info.opset_imports[normalDomain(op.domain())] = op.version();
+  }
+  for (const auto& op : model.opset_import()) {
+    if (op.domain().empty()) info.opset_imports[""] = op.version();
+  }
   info.producer_name = model.producer_name();
   info.producer_version = model.producer_version();
   info.domain = model.domain();
@@ -178,7 +189,7 @@ Graph importOnnxModel(onnx::ModelProto& model, const std::string& base_dir,
       anonymous[k] = true;
       outs[k] = graph.uniqueName(n.name() + "_unnamed_output");
     }
-    Node* node = graph.addNode(n.op_type(), {}, outs, n.name(), n.domain());
+    Node* node = graph.addNode(n.op_type(), {}, outs, n.name(), normalDomain(n.domain()));
     for (size_t k = 0; k < outs.size(); ++k)
       node->output(k)->anonymous = anonymous[k];
     node->doc_string = n.doc_string();

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "exec/op_traits.h"
 #include "ir/node_attributes.h"
 #include "quant/qparams.h"
 
@@ -148,17 +149,30 @@ std::optional<FoldedParams> foldIntoGemm(const Graph& graph, const Node& gemm,
   return FoldedParams{weight, folded.to(bias.scalar_type()), true};
 }
 
+// The op table says which ops absorb BN and how their weight holds the output channels; the fold
+// reads the weight in slot 1 and writes the bias into slot 2, as those ops have them.
 std::optional<FoldedParams> foldInto(const Graph& graph, const Node& producer,
                                      const ChannelAffine& bn) {
-  if (!isDefaultDomain(producer) || producer.outputs().size() != 1) return std::nullopt;
-  const std::string& op = producer.opType();
-  if (op != "Conv" && op != "ConvTranspose" && op != "Gemm") return std::nullopt;
+  const OpInfo* info = opInfoFor(graph, producer);
+  if (info == nullptr || !info->absorbs_batchnorm || producer.outputs().size() != 1) {
+    return std::nullopt;
+  }
+  if (info->weight_inputs != std::vector<int>{1} || info->bias_input != 2) return std::nullopt;
   if (producer.inputs().size() < 2 || !isFixed(graph, producer.input(1))) {
     return std::nullopt;
   }
-  if (op == "Conv") return foldIntoConv(graph, producer, bn);
-  if (op == "ConvTranspose") return foldIntoConvTranspose(graph, producer, bn);
-  return foldIntoGemm(graph, producer, bn);
+  switch (info->weight_layout) {
+    case WeightLayout::OutputFirst:
+      return foldIntoConv(graph, producer, bn);
+    case WeightLayout::GroupedOutputSecond:
+      return foldIntoConvTranspose(graph, producer, bn);
+    case WeightLayout::GemmB:
+      return foldIntoGemm(graph, producer, bn);
+    case WeightLayout::None:
+    case WeightLayout::LastAxis:
+      break;
+  }
+  return std::nullopt;
 }
 
 // Stores `tensor` as input `slot` of `node`: in place when the slot holds an initializer that only

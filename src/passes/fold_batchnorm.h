@@ -14,7 +14,8 @@
 namespace qforge::passes {
 
 // Folds every BatchNormalization (training_mode absent or 0, outputs other than Y unused) whose
-// input X is the only output of a Conv, ConvTranspose or Gemm, is read by the BN alone and is not
+// input X is the only output of an op the op table says absorbs BN (Conv, ConvTranspose, Gemm:
+// OpInfo::absorbs_batchnorm, along its weight_layout), is read by the BN alone and is not
 // a graph output, when the producer's weight and bias and the BN's scale, B, mean and var are all
 // initializers (directly or through Identity nodes, as PyTorch exports shared tensors). Gemm folds
 // only when C is absent or a row ([N], [1,N] or a broadcast scalar). Returns how many BNs were

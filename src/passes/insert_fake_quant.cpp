@@ -5,6 +5,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "exec/op_traits.h"
 #include "passes/fake_quantize_node.h"
 
 namespace qforge::passes {
@@ -40,39 +41,31 @@ std::optional<std::string> quantizerFeeding(const Value* v, const BackendConfig&
 
 namespace {
 
-// Ops whose output is >= 0 wherever their data input (input 0) is: they select, average or move
-// values. Cubic resizing overshoots, so Resize and Upsample count only in their other modes.
-bool keepsNonNegative(const Node& node) {
-  static const std::set<std::string> ops = {"MaxPool",       "AveragePool", "GlobalAveragePool",
-                                            "GlobalMaxPool", "Flatten",     "Resize",
-                                            "Upsample"};
-  if (!ops.count(node.opType())) return false;
-  const Attribute* mode = node.attributes.find("mode");
-  return mode == nullptr || mode->s != "cubic";
-}
-
 // Whether every value of `v` is >= 0, so an unsigned grid loses nothing: the output of a ReLU-like
 // op, or of pooling, data movement or an Add over such outputs (OpenVINO's rule, in its notes).
-bool producesNonNegative(const Value* v, const BackendConfig& backend) {
+// The op table says how each op's sign follows from its inputs; where it knows nothing, a quantizer
+// or an op sharing its input's quantizer passes input 0's sign on.
+bool producesNonNegative(const Graph& graph, const Value* v, const BackendConfig& backend) {
   if (v == nullptr || v->producer() == nullptr) return false;
   const Node* p = v->producer();
-  const std::string& op = p->opType();
-  if (op == "Relu" || op == "Sigmoid" || op == "Softmax") return true;
-  if (op == "Clip") {
-    const Value* lo = p->input(1);
-    if (lo != nullptr && lo->isInitializer()) return lo->initializer().item<double>() >= 0;
-    const Attribute* a = p->attributes.find("min");
-    return a != nullptr && a->f >= 0;
+  const auto from = [&](const Value* in) { return producesNonNegative(graph, in, backend); };
+  OutputSign sign = outputSign(opInfoFor(graph, *p), *p);
+  const backends::OpTrait* trait = backend.trait(p->opType());
+  if (sign == OutputSign::Unknown &&
+      (isFakeQuantize(p) || (trait && trait->role == OpRole::SharesInput))) {
+    sign = OutputSign::OfDataInput;
   }
-  if (op == "Add") {
-    return !p->inputs().empty() &&
-           std::all_of(p->inputs().begin(), p->inputs().end(),
-                       [&](const Value* in) { return producesNonNegative(in, backend); });
+  switch (sign) {
+    case OutputSign::NonNegative:
+      return true;
+    case OutputSign::OfAllInputs:
+      return !p->inputs().empty() && std::all_of(p->inputs().begin(), p->inputs().end(), from);
+    case OutputSign::OfDataInput:
+      return !p->inputs().empty() && from(p->input(0));
+    case OutputSign::Unknown:
+      break;
   }
-  const backends::OpTrait* trait = backend.trait(op);
-  const bool passes =
-      isFakeQuantize(p) || (trait && trait->role == OpRole::SharesInput) || keepsNonNegative(*p);
-  return passes && !p->inputs().empty() && producesNonNegative(p->input(0), backend);
+  return false;
 }
 
 class Inserter {
@@ -124,7 +117,7 @@ class Inserter {
   QuantSpec activationFor(const Value* v, QuantSpec spec) const {
     spec.scheme.axis = -1;
     if (backend_.constraints.unsigned_after_relu && spec.scheme.symmetric &&
-        !spec.scheme.is_unsigned && producesNonNegative(v, backend_)) {
+        !spec.scheme.is_unsigned && producesNonNegative(graph_, v, backend_)) {
       spec.scheme.is_unsigned = true;
       spec.scheme.symmetric_range = false;
     }
@@ -158,7 +151,8 @@ class Inserter {
   void quantizeWeight(const QuantUnit& unit, const Use& use, QuantSpec spec) {
     Value* w = use.node->input(use.index);
     if (spec.scheme.axis >= 0) {
-      spec.scheme.axis = weightChannelAxis(*use.node, use.index, w->initializer());
+      spec.scheme.axis =
+          weightChannelAxis(opInfoFor(graph_, *use.node), *use.node, use.index, w->initializer());
     }
     const std::string name = freshName(w->name());
     addPoint(PointKind::Weight, name, w, unit.name, spec);

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "exec/op_traits.h"
 #include "ir/node_attributes.h"
 #include "ir/verifier.h"
 #include "passes/fake_quantize_node.h"
@@ -140,46 +141,51 @@ namespace {
 // ---------------------------------------------------------------------------------------------
 // Simulated folding
 
-bool isFoldingProducer(const Node& node) {
-  const std::string& op = node.opType();
-  return isDefaultDomain(node) && (op == "Conv" || op == "ConvTranspose" || op == "Gemm");
+// The table's entry for an op whose weight (slot 1) and bias (slot 2) absorb a following BN, as
+// foldBatchNorm folds it; nullptr for any other node.
+const OpInfo* foldingProducer(const Graph& graph, const Node& node) {
+  const OpInfo* info = opInfoFor(graph, node);
+  const bool folds = info != nullptr && info->absorbs_batchnorm &&
+                     info->weight_inputs == std::vector<int>{1} && info->bias_input == 2;
+  return folds ? info : nullptr;
 }
 
 std::string unitNameOf(const Node& anchor) {
   return anchor.name().empty() ? anchor.outputs().front()->name() : anchor.name();
 }
 
-// Units in which the backend fuses BN into its producer: "Conv+BatchNormalization[+...]".
+// Units in which the backend fuses BN into its producer: "Conv+BatchNormalization[+...]", for
+// any producer the op table says absorbs BN.
 std::set<std::string> unitsFusingBatchNorm(const PreparedModel& model) {
+  const int64_t opset = model.graph().model.opsetFor("");
   std::set<std::string> names;
   for (const UnitSummary& u : model.units()) {
     if (u.skipped) continue;
-    for (const char* op : {"Conv", "ConvTranspose", "Gemm"}) {
-      const std::string prefix = std::string(op) + "+" + kBatchNorm;
-      if (u.ops.compare(0, prefix.size(), prefix) == 0 &&
-          (u.ops.size() == prefix.size() || u.ops[prefix.size()] == '+')) {
-        names.insert(u.name);
-      }
+    const size_t plus = u.ops.find('+');
+    if (plus == std::string::npos) continue;
+    const OpInfo* producer = opInfoFor(u.ops.substr(0, plus), opset);
+    const std::string second = u.ops.substr(plus + 1, u.ops.find('+', plus + 1) - plus - 1);
+    if (producer != nullptr && producer->absorbs_batchnorm && second == kBatchNorm) {
+      names.insert(u.name);
     }
   }
   return names;
 }
 
-// The output-channel axis of the producer's weight.
-int64_t weightAxis(const Node& producer) {
-  if (producer.opType() == "ConvTranspose") return 1;
-  if (producer.opType() == "Gemm") return intAttr(producer, "transB", 0) != 0 ? 0 : 1;
-  return 0;
+// The output-channel axis of the producer's weight `w`.
+int64_t weightAxis(const Graph& graph, const Node& producer, const at::Tensor& w) {
+  return weightChannelAxis(opInfoFor(graph, producer), producer, 1, w);
 }
 
 // One BN the simulation rewrites, with what it reads.
 struct FusedBatchNorm {
   Node* bn = nullptr;
   Node* producer = nullptr;
-  Node* weight_quantizer = nullptr;  // FakeQuantize(weight) read by the producer
-  Value* weight = nullptr;           // the float weight initializer
-  Value* bias = nullptr;             // the float conv bias, or nullptr
-  Node* bias_quantizer = nullptr;    // FakeQuantize(bias) read by the producer, or nullptr
+  Node* weight_quantizer = nullptr;          // FakeQuantize(weight) read by the producer
+  Value* weight = nullptr;                   // the float weight initializer
+  Value* bias = nullptr;                     // the float conv bias, or nullptr
+  Node* bias_quantizer = nullptr;            // FakeQuantize(bias) read by the producer, or nullptr
+  WeightLayout layout = WeightLayout::None;  // the producer's, from the op table
   int64_t channels = 0;
 };
 
@@ -193,8 +199,8 @@ std::optional<FusedBatchNorm> fusedBatchNorm(const PreparedModel& model, Node* b
   }
   Value* x = bn->input(0);
   Node* producer = x->producer();
-  if (producer == nullptr || !isFoldingProducer(*producer) || producer->outputs().size() != 1 ||
-      x->uses().size() != 1 || graph.isGraphOutput(x) ||
+  if (producer == nullptr || !foldingProducer(graph, *producer) ||
+      producer->outputs().size() != 1 || x->uses().size() != 1 || graph.isGraphOutput(x) ||
       !fusing_units.count(unitNameOf(*producer))) {
     return std::nullopt;
   }
@@ -215,13 +221,14 @@ std::optional<FusedBatchNorm> fusedBatchNorm(const PreparedModel& model, Node* b
   f.weight = weight_quantizer->input(0);
   if (qw->uses().size() != 1) throw fail("its weight quantizer's output is read by other nodes");
   const at::Tensor& w = f.weight->initializer();
-  const std::string& op = producer->opType();
+  f.layout = foldingProducer(graph, *producer)->weight_layout;
+  const bool gemm = f.layout == WeightLayout::GemmB;
   if (!at::isFloatingType(w.scalar_type())) throw fail("the weight is not floating point");
-  if (op == "Gemm" ? w.dim() != 2 : w.dim() < 3) throw fail("unexpected weight rank");
-  if (op == "ConvTranspose" && intAttr(*producer, "group", 1) != 1) {
-    throw fail("grouped ConvTranspose is not supported");
+  if (gemm ? w.dim() != 2 : w.dim() < 3) throw fail("unexpected weight rank");
+  if (f.layout == WeightLayout::GroupedOutputSecond && intAttr(*producer, "group", 1) != 1) {
+    throw fail("grouped " + producer->opType() + " is not supported");
   }
-  f.channels = w.size(weightAxis(*producer));
+  f.channels = w.size(weightAxis(graph, *producer, w));
 
   for (size_t i = 1; i < bn->outputs().size(); ++i) {
     if (!bn->output(i)->uses().empty() || graph.isGraphOutput(bn->output(i))) {
@@ -261,8 +268,8 @@ std::optional<FusedBatchNorm> fusedBatchNorm(const PreparedModel& model, Node* b
       throw fail("the producer's bias '" + source->name() + "' is not [" +
                  std::to_string(f.channels) + "] of the weight's type");
     }
-    if (op == "Gemm" && floatAttr(*producer, "beta", 1.0) != 1.0) {
-      throw fail("Gemm with beta != 1 is not supported");
+    if (gemm && floatAttr(*producer, "beta", 1.0) != 1.0) {
+      throw fail(producer->opType() + " with beta != 1 is not supported");
     }
     f.bias = b;
   }
@@ -300,8 +307,8 @@ void rewriteToSimulatedForm(Graph& graph, const FusedBatchNorm& f) {
   Value* factor = helper("Div", {bn->input(1), std_dev}, "factor");
   Value* weight_factor = helper(
       "Reshape",
-      {factor,
-       constant("weight_factor_shape", channelShape(f.channels, weightAxis(*f.producer), w.dim()))},
+      {factor, constant("weight_factor_shape",
+                        channelShape(f.channels, weightAxis(graph, *f.producer, w), w.dim()))},
       "weight_factor");
   graph.setInput(f.weight_quantizer, 0, helper("Mul", {f.weight, weight_factor}, "scaled_weight"));
 
@@ -309,7 +316,7 @@ void rewriteToSimulatedForm(Graph& graph, const FusedBatchNorm& f) {
   if (f.bias_quantizer != nullptr) graph.removeNode(f.bias_quantizer);  // back at the merge
 
   // Output [N, C, ...] for convolutions (spatial rank = weight rank - 2), [M, C] for Gemm.
-  const bool gemm = f.producer->opType() == "Gemm";
+  const bool gemm = f.layout == WeightLayout::GemmB;
   Value* output_shape =
       gemm ? nullptr : constant("output_shape", channelShape(f.channels, 0, w.dim() - 1));
   auto perChannel = [&](Value* v, const std::string& what) {
@@ -340,7 +347,7 @@ struct SimulatedBatchNorm {
 
 // The simulated form ending in `bn`, recognised from its tagged helper nodes; nullopt for a BN
 // without them.
-std::optional<SimulatedBatchNorm> simulatedBatchNorm(Node* bn) {
+std::optional<SimulatedBatchNorm> simulatedBatchNorm(const Graph& graph, Node* bn) {
   if (bn->opType() != kBatchNorm || bn->name().empty() || bn->input(0) == nullptr) {
     return std::nullopt;
   }
@@ -360,7 +367,9 @@ std::optional<SimulatedBatchNorm> simulatedBatchNorm(Node* bn) {
   }
   if (!isHelperOf(div, tag) || div->opType() != "Div") throw fail("the helper nodes were edited");
   s.producer = div->input(0)->producer();
-  if (s.producer == nullptr || !isFoldingProducer(*s.producer)) throw fail("no producer found");
+  if (s.producer == nullptr || !foldingProducer(graph, *s.producer)) {
+    throw fail("no producer found");
+  }
   s.weight_quantizer = s.producer->input(1) ? s.producer->input(1)->producer() : nullptr;
   if (!isFakeQuantize(s.weight_quantizer)) throw fail("the weight quantizer is gone");
   Node* mul = s.weight_quantizer->input(0)->producer();
@@ -402,7 +411,8 @@ void mergeOne(PreparedModel& model, const SimulatedBatchNorm& s) {
   const at::Tensor factor =
       fixedTensor(bn->input(1), *bn) /
       at::sqrt(fixedTensor(bn->input(4), *bn) + at::full({}, epsilon, w.options()));
-  const at::Tensor folded_weight = w * quant::alongAxis(factor, weightAxis(*producer), w.dim());
+  const at::Tensor folded_weight =
+      w * quant::alongAxis(factor, weightAxis(graph, *producer, w), w.dim());
   const at::Tensor gamma = fixedTensor(bn->input(1), *bn).to(at::kDouble);
   const at::Tensor beta = fixedTensor(bn->input(2), *bn).to(at::kDouble);
   const at::Tensor mean = fixedTensor(bn->input(3), *bn).to(at::kDouble);
@@ -440,7 +450,9 @@ void mergeOne(PreparedModel& model, const SimulatedBatchNorm& s) {
       q->setName(point->nodes.front());
     }
   }
-  if (producer->opType() == "Gemm") producer->attributes.set(Attribute::makeFloat("beta", 1.0));
+  if (foldingProducer(graph, *producer)->weight_layout == WeightLayout::GemmB) {
+    producer->attributes.set(Attribute::makeFloat("beta", 1.0));  // C now holds beta * C
+  }
 
   // BN's readers read the producer, which takes BN's output name (and declared type).
   Value* x = producer->output(0);
@@ -515,7 +527,7 @@ int mergeSimulatedBatchNorm(PreparedModel& model) {
   for (const std::string& name : batch_norms) {
     Node* node = graph.findNode(name);
     if (node == nullptr) continue;
-    if (auto s = simulatedBatchNorm(node)) {
+    if (auto s = simulatedBatchNorm(graph, node)) {
       mergeOne(model, *s);
       ++merged;
     }

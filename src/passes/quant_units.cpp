@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <set>
 
-#include "exec/op_info.h"
+#include "exec/op_traits.h"
 
 namespace qforge::passes {
 
@@ -24,40 +24,7 @@ bool isConstant(const Value* v) {
                            v->producer()->inputs().empty()));
 }
 
-int64_t weightChannelAxis(const Node& node, size_t slot, const at::Tensor& weight) {
-  if (weight.dim() < 2) return -1;
-  const std::string& op = node.opType();
-  if (op == "Conv") return 0;
-  if (op == "ConvTranspose") return 1;
-  if (op == "Gemm") {
-    const Attribute* trans_b_attr = node.attributes.find("transB");
-    const bool trans_b = trans_b_attr != nullptr && trans_b_attr->i != 0;
-    return slot == 1 ? (trans_b ? 0 : 1) : -1;
-  }
-  if (op == "MatMul") return slot == 1 ? weight.dim() - 1 : -1;
-  return -1;
-}
-
 namespace {
-
-// Ops that combine several activations: every non-constant input is an activation input.
-bool combinesActivations(const std::string& op) {
-  static const std::set<std::string> ops = {"Add",    "Sub",   "Mul",  "Div",  "Concat",
-                                            "Sum",    "Max",   "Min",  "Mean", "MatMul",
-                                            "Einsum", "Where", "PRelu"};
-  return ops.count(op) > 0;
-}
-
-const OpInfo* infoOf(const Graph& graph, const Node& node) {
-  return OpRegistry::builtin().find(node.domain(), node.opType(),
-                                    graph.model.opsetFor(node.domain()));
-}
-
-bool isWeightSlot(const OpInfo* info, size_t slot) {
-  if (info == nullptr) return false;
-  return std::find(info->weight_inputs.begin(), info->weight_inputs.end(),
-                   static_cast<int>(slot)) != info->weight_inputs.end();
-}
 
 // The single consumer of `node`'s first output, when it has exactly one and is not a graph output.
 Node* soleConsumer(const Graph& graph, const Node* node) {
@@ -88,7 +55,7 @@ std::vector<Node*> matchPattern(const Graph& graph, Node* anchor, const FusionPa
 std::vector<int> activationSlots(const Node& node, const OpInfo* info,
                                  const backends::OpTrait* trait) {
   if (trait != nullptr && !trait->activation_inputs.empty()) return trait->activation_inputs;
-  if (!combinesActivations(node.opType())) return {0};
+  if (info == nullptr || !info->combines_activations) return {0};
   std::vector<int> slots;
   for (size_t i = 0; i < node.inputs().size(); ++i) {
     if (info != nullptr && static_cast<int>(i) == info->bias_input) continue;
@@ -101,11 +68,11 @@ void collectInputs(const Graph& graph, const BackendConfig& backend, QuantUnit& 
   const std::set<const Node*> inside(unit.nodes.begin(), unit.nodes.end());
   for (size_t k = 0; k < unit.nodes.size(); ++k) {
     Node* node = unit.nodes[k];
-    const OpInfo* info = infoOf(graph, *node);
+    const OpInfo* info = opInfoFor(graph, *node);
     if (k == 0 && unit.role == OpRole::Quantizable) {
       for (size_t slot = 0; slot < node->inputs().size(); ++slot) {
         const Value* v = node->input(slot);
-        if (v != nullptr && v->isInitializer() && isWeightSlot(info, slot)) {
+        if (v != nullptr && v->isInitializer() && isWeightInput(info, slot)) {
           unit.weights.push_back(Use{node, slot});
         }
       }
@@ -116,13 +83,14 @@ void collectInputs(const Graph& graph, const BackendConfig& backend, QuantUnit& 
         }
       }
     }
-    if (k > 0 && !combinesActivations(node->opType())) continue;  // BN, ReLU: no new activations
+    // BN, ReLU: no new activations
+    if (k > 0 && (info == nullptr || !info->combines_activations)) continue;
     if (unit.role != OpRole::Quantizable) continue;
     const std::vector<int> slots =
         activationSlots(*node, info, k == 0 ? backend.trait(node->opType()) : nullptr);
     for (int slot : slots) {
       const Value* v = node->input(static_cast<size_t>(slot));
-      if (v == nullptr || isConstant(v) || (isWeightSlot(info, slot) && v->isInitializer()))
+      if (v == nullptr || isConstant(v) || (isWeightInput(info, slot) && v->isInitializer()))
         continue;
       if (v->producer() != nullptr && inside.count(v->producer())) continue;
       unit.activation_inputs.push_back(Use{node, static_cast<size_t>(slot)});

@@ -40,12 +40,6 @@ backends::OpRole unitRole(const backends::BackendConfig& backend,
 std::vector<QuantUnit> findQuantUnits(const Graph& graph, const backends::BackendConfig& backend,
                                       const std::vector<std::string>& extra_quantizable = {});
 
-// The output-channel axis of the weight in slot `slot` of `node` for per-channel quantization:
-// 0 for Conv and Gemm with transB=1, 1 for ConvTranspose (ONNX weight [C_in, C_out/groups, ...])
-// and Gemm with transB=0, the last axis for MatMul's constant right operand; -1 when the weight
-// has no channel axis to quantize along (a scalar, a 1-D operand).
-int64_t weightChannelAxis(const Node& node, size_t slot, const at::Tensor& weight);
-
 // True when `v` is a constant: an initializer or the output of a Constant node.
 bool isConstant(const Value* v);
 

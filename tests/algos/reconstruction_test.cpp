@@ -158,9 +158,10 @@ TEST(Reconstruction, AZeroCacheBudgetRecomputesEveryBatchAndGivesTheSameWeights)
   EXPECT_LE(half.peak_cache_bytes, c.cache_limit);
 }
 
-// x[N,4] -> MatMul(x, Transpose(w[3,4])) -> y: the quantizer reads the transposed weight, and the
-// rounded values must land back in w, transposed.
-TEST(Reconstruction, AWeightReadThroughATransposeIsWrittenBackIntoItsInitializer) {
+// x[N,4] -> MatMul(x, Transpose(w[3,4])) -> y, with an inference Dropout after the Transpose
+// when `dropout`: the quantizer reads the transposed weight, and the rounded values must land
+// back in w, transposed.
+void expectWeightWrittenBackThroughLayoutOps(bool dropout) {
   at::manual_seed(8);
   Graph g;
   Value* x = g.addValue("x");
@@ -168,9 +169,11 @@ TEST(Reconstruction, AWeightReadThroughATransposeIsWrittenBackIntoItsInitializer
   g.addInput(x);
   const at::Tensor w0 = at::randn({3, 4});
   Value* w = g.addInitializer("w", w0);
-  Node* t = g.addNode("Transpose", {w}, {"wt"}, "transpose");
+  Node* t = g.addNode("Transpose", {w}, {dropout ? "t" : "wt"}, "transpose");
   t->attributes.set(Attribute::makeInts("perm", {1, 0}));
-  Node* mm = g.addNode("MatMul", {x, t->output(0)}, {"y"}, "matmul");
+  Value* weight = t->output(0);
+  if (dropout) weight = g.addNode("Dropout", {weight}, {"wt"}, "dropout")->output(0);
+  Node* mm = g.addNode("MatMul", {x, weight}, {"y"}, "matmul");
   mm->output(0)->type =
       TensorType{DType::Float, std::vector<Dim>{Dim::symbolic("N"), Dim::known(3)}};
   g.addOutput(mm->output(0));
@@ -191,7 +194,17 @@ TEST(Reconstruction, AWeightReadThroughATransposeIsWrittenBackIntoItsInitializer
     EXPECT_TRUE(((after - w0).abs() <= s * 1.0001).all().item<bool>());
     return;
   }
-  FAIL() << "no quantizer reads the transposed weight";
+  ADD_FAILURE() << "no quantizer reads the transposed weight";
+}
+
+TEST(Reconstruction, AWeightReadThroughATransposeIsWrittenBackIntoItsInitializer) {
+  expectWeightWrittenBackThroughLayoutOps(/*dropout=*/false);
+}
+
+// qforge runs Dropout as Identity (inference only), a layout-only op like Transpose: AdaRound used
+// to refuse a weight behind it as "not data movement".
+TEST(Reconstruction, AWeightReadThroughAnInferenceDropoutIsWrittenBackIntoItsInitializer) {
+  expectWeightWrittenBackThroughLayoutOps(/*dropout=*/true);
 }
 
 std::string errorOf(const std::function<void()>& f) {

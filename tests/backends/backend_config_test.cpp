@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "backends/backend_config.h"
 #include "core/error.h"
@@ -234,6 +235,69 @@ TEST(BackendConfig, ExtendsAMissingFileNamesIt) {
   const std::string path = writeFile(makeTempDir("backend_missing") + "/mine.json",
                                      json({{"name", "Mine"}, {"extends", "nowhere.json"}}).dump());
   EXPECT_NE(loadError(path).find("nowhere.json"), std::string::npos) << loadError(path);
+}
+
+// The op table's layout-only ops, listed here independently of it.
+const std::vector<std::string> kLayoutOnly = {"Reshape",   "Flatten",  "Transpose", "Squeeze",
+                                              "Unsqueeze", "Identity", "Dropout"};
+
+TEST(BackendConfig, LayoutOnlyOpsShareTheirInputByDefault) {
+  const std::string path =
+      writeFile(makeTempDir("backend_defaults") + "/mine.json", minimalBackend().dump());
+  const BackendConfig config = loadBackend(path);
+  for (const std::string& op : kLayoutOnly) {
+    ASSERT_NE(config.trait(op), nullptr) << op;
+    EXPECT_EQ(config.trait(op)->role, OpRole::SharesInput) << op;
+  }
+  // Data movement that is not layout-only, and computing ops, get no default role.
+  for (const char* op : {"MaxPool", "Concat", "Gather", "Slice", "Relu", "Shape"})
+    EXPECT_EQ(config.trait(op), nullptr) << op;
+  EXPECT_EQ(config.ops.size(), 1 + kLayoutOnly.size());  // Conv and the defaults
+  // The resolved document (what a saved prepared model keeps) spells them out.
+  const json resolved = backends::resolveBackendDocument(path);
+  for (const std::string& op : kLayoutOnly)
+    EXPECT_EQ(resolved.at("ops").at(op), "shares_input") << op;
+}
+
+TEST(BackendConfig, FilesOverrideOrRemoveTheDefaults) {
+  const std::string dir = makeTempDir("backend_exceptions");
+  json doc = minimalBackend();
+  doc["ops"]["Reshape"] = "never";
+  doc["ops"]["Transpose"] = {{"role", "quantizable"}, {"inputs", json::array({0})}};
+  doc["ops"]["Flatten"] = nullptr;
+  const BackendConfig root = loadBackend(writeFile(dir + "/root.json", doc.dump()));
+  ASSERT_NE(root.trait("Reshape"), nullptr);
+  EXPECT_EQ(root.trait("Reshape")->role, OpRole::Never);
+  ASSERT_NE(root.trait("Transpose"), nullptr);
+  EXPECT_EQ(root.trait("Transpose")->role, OpRole::Quantizable);
+  EXPECT_EQ(root.trait("Flatten"), nullptr);  // null: float, as an unlisted op
+  EXPECT_EQ(root.trait("Squeeze")->role, OpRole::SharesInput);
+
+  // Down an "extends" chain, null removes a default the base kept and a role restores it.
+  const json child = {{"name", "Child"},
+                      {"extends", "root.json"},
+                      {"ops", {{"Dropout", nullptr}, {"Flatten", "shares_input"}}}};
+  const BackendConfig config = loadBackend(writeFile(dir + "/child.json", child.dump()));
+  EXPECT_EQ(config.trait("Dropout"), nullptr);
+  ASSERT_NE(config.trait("Flatten"), nullptr);
+  EXPECT_EQ(config.trait("Flatten")->role, OpRole::SharesInput);
+  EXPECT_EQ(config.trait("Reshape")->role, OpRole::Never);
+  // A file that still lists a default role says the same thing.
+  const BackendConfig trt = loadBackend("TensorRT");
+  json explicit_doc = backends::resolveBackendDocument("TensorRT");
+  explicit_doc["name"] = "ExplicitTensorRT";
+  const BackendConfig listed = loadBackend(writeFile(dir + "/listed.json", explicit_doc.dump()));
+  ASSERT_EQ(listed.ops.size(), trt.ops.size());
+  for (const auto& [op, trait] : trt.ops)
+    EXPECT_EQ(listed.trait(op)->role, trait.role) << op;
+}
+
+TEST(BackendConfig, ParsingAResolvedDocumentAddsNoDefaults) {
+  // parseBackendConfig reads a document as it is (a saved prepared model's, already resolved).
+  json doc = minimalBackend();
+  const BackendConfig config = backends::parseBackendConfig(doc, "test");
+  EXPECT_EQ(config.trait("Reshape"), nullptr);
+  EXPECT_EQ(config.ops.size(), 1u);
 }
 
 }  // namespace

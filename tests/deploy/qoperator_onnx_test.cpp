@@ -138,6 +138,35 @@ TEST(QOperatorOnnx, MaxPoolRunsOnTheIntegers) {
   EXPECT_LE((got - want).abs().max().item<double>(), 2.0 * want.abs().max().item<double>() / 127);
 }
 
+// ONNX gives MaxPool 8-bit data only from opset 12 (OpInfo::moves_int8): at opset 11 it stays
+// float after the first kernel's DequantizeLinear, and the Conv reading it, which shares the
+// quantizer in front of the MaxPool, has no DequantizeLinear to fuse and stays float too.
+TEST(QOperatorOnnx, MaxPoolBeforeOpset12StaysFloat) {
+  Graph g = convPoolConv();
+  g.model.opset_imports[""] = 11;
+  Converted c = convert(std::move(g),
+                        {{"ops", {{"MaxPool", "shares_input"}}},
+                         {"weight", {{"per_channel", false}}},  // per-channel Q/DQ needs opset 13
+                         {"placement", {{"unit_inputs", true}, {"unit_outputs", true}}},
+                         {"constraints", {{"bias", {{"mode", "derived"}, {"bits", 32}}}}}},
+                        at::randn({2, 3, 6, 6}));
+  EXPECT_EQ(c.qop.model.opsetFor(""), 11);
+  const auto counts = opCounts(c.qop);
+  EXPECT_EQ(counts.at("QLinearConv"), 1);
+  EXPECT_EQ(counts.at("Conv"), 1);
+  ASSERT_EQ(counts.at("MaxPool"), 1);
+  for (const Node* n : c.qop.nodes()) {
+    if (n->opType() != "MaxPool") continue;
+    ASSERT_NE(n->input(0)->producer(), nullptr);
+    EXPECT_EQ(n->input(0)->producer()->opType(), "DequantizeLinear");
+    EXPECT_EQ(n->output(0)->uses().front().node->opType(), "Conv");
+  }
+  const at::Tensor x = at::randn({4, 3, 6, 6});
+  const at::Tensor want = Executor(c.qdq).run({{"x", x}}).at("y");
+  const at::Tensor got = Executor(c.qop).run({{"x", x}}).at("y");
+  EXPECT_LE((got - want).abs().max().item<double>(), 2.0 * want.abs().max().item<double>() / 127);
+}
+
 // x[N,2,4,4] -> Conv(w[3,2,1,1]) -> Reshape([N,3,16]) -> Transpose -> MatMul(m[3,5]) -> y.
 Graph convReshapeMatMul() {
   at::manual_seed(5);

@@ -5,7 +5,12 @@
 #include <filesystem>
 #include <fstream>
 
+#include <onnx/checker.h>
+
+#include <map>
+
 #include "core/error.h"
+#include "ir/onnx_export.h"
 #include "support/onnx_builder.h"
 
 namespace qforge {
@@ -50,6 +55,41 @@ TEST(OnnxImportTest, ImportsStructureTypesAndInitializers) {
   EXPECT_EQ(g.value("xw")->producer()->opType(), "MatMul");
   EXPECT_EQ(g.model.opsetFor(""), 13);
   EXPECT_EQ(g.model.producer_name, "qforge-tests");
+}
+
+// "ai.onnx" is another spelling of the default domain: the import writes "" for nodes and opset
+// imports, so later `domain().empty()` tests hold, and the exported model is valid ONNX.
+TEST(OnnxImportTest, AiOnnxDomainBecomesTheDefaultDomain) {
+  OnnxBuilder b = smallMlp();
+  b.model().mutable_opset_import(0)->set_domain("ai.onnx");
+  for (onnx::NodeProto& n : *b.model().mutable_graph()->mutable_node())
+    n.set_domain("ai.onnx");
+  b.model().mutable_graph()->mutable_node(2)->set_domain("");  // spellings may mix
+  Graph g = importOnnxFile(saved(b, "ai_onnx"));
+  ASSERT_EQ(g.nodeCount(), 3u);
+  for (const Node* n : g.nodes())
+    EXPECT_EQ(n->domain(), "") << n->describe();
+  EXPECT_EQ(g.model.opset_imports, (std::map<std::string, int64_t>{{"", 13}}));
+
+  onnx::ModelProto exported = exportOnnxModel(g);
+  EXPECT_NO_THROW(onnx::checker::check_model(exported));
+  ASSERT_EQ(exported.opset_import_size(), 1);
+  EXPECT_EQ(exported.opset_import(0).domain(), "");
+  for (const onnx::NodeProto& n : exported.graph().node())
+    EXPECT_EQ(n.domain(), "") << n.name();
+}
+
+TEST(OnnxImportTest, DefaultDomainImportWinsOverAiOnnx) {
+  OnnxBuilder b = smallMlp();  // imports "" at 13
+  auto* alias = b.model().add_opset_import();
+  alias->set_domain("ai.onnx");
+  alias->set_version(11);
+  auto* other = b.model().add_opset_import();
+  other->set_domain("com.microsoft");
+  other->set_version(1);
+  Graph g = importOnnxFile(saved(b, "ai_onnx_twice"));
+  EXPECT_EQ(g.model.opset_imports,
+            (std::map<std::string, int64_t>{{"", 13}, {"com.microsoft", 1}}));
 }
 
 TEST(OnnxImportTest, ShapeInferenceTypesIntermediateValues) {

@@ -376,12 +376,12 @@ struct ConvBn {
   BnParams bn{3};
   Node* conv;
   Node* bn_node;
-  ConvBn() {
+  explicit ConvBn(const std::string& conv_domain = "") {
     Value* x = addGraphInput(g, "x");
     conv = g.addNode(
         "Conv",
         {x, g.addInitializer("w", at::randn({3, 2, 3, 3})), g.addInitializer("b", at::randn({3}))},
-        {"c"}, "conv");
+        {"c"}, "conv", conv_domain);
     bn_node = addBatchNorm(g, conv->output(0), bn, "y");
     g.addOutput(bn_node->output(0));
   }
@@ -453,6 +453,23 @@ TEST(FoldBatchNormTest, BatchNormAfterAnUnrelatedOpIsLeftAlone) {
   Node* relu = m.g.addNode("Relu", {m.conv->output(0)}, {"r"}, "relu");
   m.g.setInput(m.bn_node, 0, relu->output(0));
   m.expectUntouched();
+}
+
+// The op table decides which producers absorb BN: a Conv of another domain is not ONNX's.
+TEST(FoldBatchNormTest, ConvOfACustomDomainIsLeftAlone) {
+  ConvBn m("com.example");
+  m.expectUntouched();
+}
+
+// MatMul has a weight but no bias slot to take BN's shift (OpInfo::absorbs_batchnorm is false).
+TEST(FoldBatchNormTest, MatMulIsLeftAlone) {
+  Graph g;
+  const at::Tensor w = at::randn({4, 3});
+  Node* mm = g.addNode("MatMul", {addGraphInput(g, "a"), g.addInitializer("w", w)}, {"m"}, "mm");
+  g.addOutput(addBatchNorm(g, mm->output(0), BnParams(3), "y")->output(0));
+  EXPECT_EQ(foldBatchNorm(g), 0u);
+  EXPECT_EQ(countOps(g, "BatchNormalization"), 1u);
+  EXPECT_TRUE(at::equal(mm->input(1)->initializer(), w));
 }
 
 TEST(FoldBatchNormTest, SpatialZeroBeforeOpset9IsLeftAlone) {

@@ -7,8 +7,10 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "ir/onnx_import.h"
 #include "passes/fake_quantize_node.h"
 #include "passes/prepare.h"
+#include "support/onnx_builder.h"
 #include "support/quant_graphs.h"
 
 namespace qforge::testing {
@@ -288,6 +290,43 @@ TEST(InsertFakeQuant, CalibrationIsRequiredBeforeQuantizing) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("run calibration first"), std::string::npos) << e.what();
   }
+}
+
+// x[1,2,5,5] -> Conv(w[3,2,3,3], b, pad 1) -> Relu -> y as an ONNX file whose nodes and opset
+// import spell the default domain `domain`.
+Graph convReluInDomain(const std::string& domain) {
+  at::manual_seed(3);
+  OnnxBuilder b;
+  b.model().mutable_opset_import(0)->set_domain(domain);
+  b.input("x", onnx::TensorProto::FLOAT, {1, 2, 5, 5})
+      .output("y", onnx::TensorProto::FLOAT, {1, 3, 5, 5});
+  b.initializer("w", at::randn({3, 2, 3, 3})).initializer("b", at::randn({3}));
+  onnx::NodeProto& conv = b.node("Conv", {"x", "w", "b"}, {"c"}, "conv");
+  addIntsAttribute(conv, "pads", {1, 1, 1, 1});
+  conv.set_domain(domain);
+  b.node("Relu", {"c"}, {"y"}, "relu").set_domain(domain);
+  return importOnnxModel(b.model(), "");
+}
+
+TEST(InsertFakeQuant, ConvInTheAiOnnxDomainIsQuantizedLikeOneInTheDefaultDomain) {
+  auto plain = passes::prepare(convReluInDomain(""), tinyBackend());
+  auto spelled = passes::prepare(convReluInDomain("ai.onnx"), tinyBackend());
+  ASSERT_EQ(spelled->units().size(), 1u);
+  EXPECT_EQ(spelled->units()[0].ops, "Conv+Relu");
+  // Weight w, input x: the same points, on the same values, as the "" spelling.
+  ASSERT_EQ(spelled->points().size(), 2u);
+  ASSERT_EQ(plain->points().size(), spelled->points().size());
+  for (size_t i = 0; i < plain->points().size(); ++i) {
+    EXPECT_EQ(spelled->points()[i].kind, plain->points()[i].kind);
+    EXPECT_EQ(spelled->points()[i].value, plain->points()[i].value);
+  }
+  EXPECT_EQ(quantizerBefore(spelled->graph(), "conv", 1), "w");
+  EXPECT_EQ(fakeQuantizeNodes(spelled->graph()).size(), 2u);
+  const at::Tensor x = at::randn({1, 2, 5, 5});
+  for (auto* m : {plain.get(), spelled.get()})
+    m->setMode(quant::FakeQuantMode::CalibrateAndQuantize);
+  EXPECT_TRUE(at::equal(spelled->executor().run({{"x", x}}).at("y"),
+                        plain->executor().run({{"x", x}}).at("y")));
 }
 
 }  // namespace

@@ -74,24 +74,5 @@ TEST(QuantUnits, NeverRoleWinsOverExtraQuantizable) {
   EXPECT_TRUE(units.empty());
 }
 
-TEST(QuantUnits, WeightChannelAxisFollowsTheOpsLayout) {
-  Graph g;
-  Value* x = g.addValue("x");
-  const at::Tensor w4 = at::zeros({4, 2, 3, 3});
-  const at::Tensor w2 = at::zeros({8, 4});
-  Node* conv = g.addNode("Conv", {x, g.addInitializer("a", w4)}, {"c"});
-  Node* deconv = g.addNode("ConvTranspose", {x, g.addInitializer("b", w4)}, {"d"});
-  Node* gemm = g.addNode("Gemm", {x, g.addInitializer("e", w2)}, {"g"});
-  Node* gemm_t = g.addNode("Gemm", {x, g.addInitializer("f", w2)}, {"h"});
-  gemm_t->attributes.set(Attribute::makeInt("transB", 1));
-  Node* matmul = g.addNode("MatMul", {x, g.addInitializer("m", at::zeros({2, 8, 4}))}, {"k"});
-  EXPECT_EQ(passes::weightChannelAxis(*conv, 1, w4), 0);
-  EXPECT_EQ(passes::weightChannelAxis(*deconv, 1, w4), 1);
-  EXPECT_EQ(passes::weightChannelAxis(*gemm, 1, w2), 1);    // B is [K, N]
-  EXPECT_EQ(passes::weightChannelAxis(*gemm_t, 1, w2), 0);  // B is [N, K]
-  EXPECT_EQ(passes::weightChannelAxis(*matmul, 1, at::zeros({2, 8, 4})), 2);
-  EXPECT_EQ(passes::weightChannelAxis(*conv, 1, at::zeros({4})), -1);
-}
-
 }  // namespace
 }  // namespace qforge::testing

@@ -5,17 +5,13 @@
 #include "core/error.h"
 #include "core/strings.h"
 #include "deploy/formats/format_support.h"
+#include "exec/op_traits.h"
 
 namespace qforge::deploy::formats {
 
 namespace {
 
 const char* const kFormat = "STPU";
-
-bool hasWeights(const Node& node) {
-  const std::string& op = node.opType();
-  return op == "Conv" || op == "ConvTranspose" || op == "Gemm";
-}
 
 OrderedJson minMax(const TensorEncoding& e) {
   requireAffine(e, kFormat);
@@ -50,9 +46,11 @@ std::string stpuMinMax(const DeployModel& model) {
       params[e.tensor] = minMax(e);
       continue;
     }
+    // Every weight the op table knows (Conv, Gemm, MatMul, PRelu's slope...) is its layer's
+    // "<node>_weights", as deploy_stpu.py keys the layers of its LAYER_HAS_WEIGHT.
     const Value* w = graph.findValue(e.tensor);
     for (const Use& use : w == nullptr ? std::vector<Use>{} : w->uses()) {
-      if (hasWeights(*use.node) && use.index == 1)
+      if (isWeightInput(opInfoFor(graph, *use.node), use.index))
         params[use.node->name() + "_weights"] = minMax(e);
     }
   }
@@ -66,8 +64,10 @@ std::string stpuMinMax(const DeployModel& model) {
   for (const Node* node : order) {
     const std::string weights = node->name() + "_weights";
     const Value* in = node->input(0);
-    if ((node->opType() == "Conv" || node->opType() == "Gemm") && node->input(2) != nullptr &&
-        has(params, weights) && in != nullptr && has(params, in->name())) {
+    const OpInfo* info = opInfoFor(graph, *node);
+    const bool has_bias = info != nullptr && info->bias_input >= 0 &&
+                          node->input(static_cast<size_t>(info->bias_input)) != nullptr;
+    if (has_bias && has(params, weights) && in != nullptr && has(params, in->name())) {
       // The grid steps of weight and input: (max - min) / 254 on [-127, 127].
       const double w_alpha =
           (params[weights]["max"].get<double>() - params[weights]["min"].get<double>()) / 254.0;
@@ -137,10 +137,14 @@ QuantTable parseStpuMinMax(const std::string& text, const std::string& where, co
     const std::string suffix = "_weights";
     if (graph.findValue(key) == nullptr && endsWith(key, suffix)) {
       const Node* node = graph.findNode(key.substr(0, key.size() - suffix.size()));
-      if (node == nullptr || node->input(1) == nullptr) {
+      const OpInfo* info = node != nullptr ? opInfoFor(graph, *node) : nullptr;
+      const Value* weight = info != nullptr && !info->weight_inputs.empty()
+                                ? node->input(static_cast<size_t>(info->weight_inputs.front()))
+                                : nullptr;
+      if (weight == nullptr) {
         throw Error(where + ": key '" + key + "': no such layer with weights in the model");
       }
-      tensor = node->input(1)->name();
+      tensor = weight->name();
       role = TensorRole::Weight;
     } else if (graph.findValue(key) == nullptr) {
       throw Error(where + ": key '" + key + "': no such tensor in the model");

@@ -83,40 +83,64 @@ at::Tensor softmaxFamily(const OpContext& ctx, const at::Tensor& x, bool log) {
   return apply(x.reshape({rows, cols}), 1).reshape(x.sizes());
 }
 
+// Clip's output is >= 0 where its lower bound is: a constant input (opset 11+) or the `min`
+// attribute (opsets 6-10).
+OutputSign clipSign(const Node& clip) {
+  const Value* low = clip.input(1);
+  if (low != nullptr && low->isInitializer()) {
+    return low->initializer().item<double>() >= 0 ? OutputSign::NonNegative : OutputSign::Unknown;
+  }
+  const Attribute* min = clip.attributes.find("min");
+  return min != nullptr && min->f >= 0 ? OutputSign::NonNegative : OutputSign::Unknown;
+}
+
 using Activation = std::function<at::Tensor(const OpContext&, const at::Tensor&)>;
 
 // Registers a one-input activation for opsets `since`..latest. libtorch 1.13 has no CPU float16
 // kernels for most of these, so float16 runs in float32 and is rounded back (still differentiable).
-void addActivation(OpRegistry& registry, const std::string& name, int64_t since, bool float_only,
-                   Activation fn) {
-  registry.add(op(name, since, kLatestOpset, [fn, float_only](const OpContext& ctx) {
+OpInfo activation(const std::string& name, int64_t since, bool float_only, Activation fn) {
+  return op(name, since, kLatestOpset, [fn, float_only](const OpContext& ctx) {
     const at::Tensor& x = float_only ? floatInput(ctx, 0) : ctx.input(0);
     if (x.scalar_type() == at::kHalf) {
       return std::vector<at::Tensor>{fn(ctx, x.to(at::kFloat)).to(at::kHalf)};
     }
     return std::vector<at::Tensor>{fn(ctx, x)};
-  }));
+  });
+}
+
+void addActivation(OpRegistry& registry, const std::string& name, int64_t since, bool float_only,
+                   Activation fn) {
+  registry.add(activation(name, since, float_only, std::move(fn)));
+}
+
+// An activation whose output is >= 0 whatever its input.
+OpInfo nonNegative(OpInfo info) {
+  return ops::withSign(std::move(info), OutputSign::NonNegative);
 }
 
 }  // namespace
 
 void registerActivationOps(OpRegistry& registry) {
   // Relu and Clip reuse a released input's memory, as eager PyTorch's in-place activations do.
-  addActivation(registry, "Relu", 1, false, [](const OpContext& ctx, const at::Tensor& x) {
-    return ctx.mayOverwriteInput(0) && x.is_same(ctx.input(0)) ? x.relu_() : at::relu(x);
-  });
+  registry.add(
+      nonNegative(activation("Relu", 1, false, [](const OpContext& ctx, const at::Tensor& x) {
+        return ctx.mayOverwriteInput(0) && x.is_same(ctx.input(0)) ? x.relu_() : at::relu(x);
+      })));
   addActivation(registry, "LeakyRelu", 1, true, [](const OpContext& ctx, const at::Tensor& x) {
     return at::leaky_relu(x, ctx.attrFloat("alpha", 0.01));
   });
-  OpInfo prelu_info = op("PRelu", 1, kLatestOpset, prelu);
-  prelu_info.weight_inputs = {1};  // the slope is learned, per channel when not shared
-  registry.add(std::move(prelu_info));
+  // The slope is learned, per channel when not shared, but has no output channels of its own; a
+  // slope computed at run time is an activation.
+  registry.add(ops::combinesActivations(
+      ops::withWeights(op("PRelu", 1, kLatestOpset, prelu), {1}, -1, WeightLayout::None)));
   addActivation(registry, "Elu", 1, true, [](const OpContext& ctx, const at::Tensor& x) {
     return at::elu(x, ctx.attrFloat("alpha", 1.0));
   });
-  addActivation(registry, "Clip", 1, false, clip);
-  addActivation(registry, "Sigmoid", 1, true,
-                [](const OpContext&, const at::Tensor& x) { return at::sigmoid(x); });
+  OpInfo clip_info = activation("Clip", 1, false, clip);
+  clip_info.output_sign_of = clipSign;
+  registry.add(std::move(clip_info));
+  registry.add(nonNegative(activation(
+      "Sigmoid", 1, true, [](const OpContext&, const at::Tensor& x) { return at::sigmoid(x); })));
   addActivation(registry, "Tanh", 1, true,
                 [](const OpContext&, const at::Tensor& x) { return at::tanh(x); });
   addActivation(registry, "HardSigmoid", 1, true, [](const OpContext& ctx, const at::Tensor& x) {
@@ -126,9 +150,10 @@ void registerActivationOps(OpRegistry& registry) {
   // x * HardSigmoid(x) with alpha = 1/6, beta = 1/2, which is exactly at::hardswish.
   addActivation(registry, "HardSwish", 14, true,
                 [](const OpContext&, const at::Tensor& x) { return at::hardswish(x); });
-  addActivation(registry, "Softmax", 1, true, [](const OpContext& ctx, const at::Tensor& x) {
-    return softmaxFamily(ctx, x, /*log=*/false);
-  });
+  registry.add(
+      nonNegative(activation("Softmax", 1, true, [](const OpContext& ctx, const at::Tensor& x) {
+        return softmaxFamily(ctx, x, /*log=*/false);
+      })));
   addActivation(registry, "LogSoftmax", 1, true, [](const OpContext& ctx, const at::Tensor& x) {
     return softmaxFamily(ctx, x, /*log=*/true);
   });

@@ -68,12 +68,38 @@ inline OpInfo op(std::string op_type, int64_t since, int64_t until, Lowering run
 
 constexpr int64_t kLatestOpset = 1 << 30;
 
-// `info` with its weight slots, bias slot and the weights' output-channel axis filled in.
+// `info` with its weight slots, bias slot and the weights' layout filled in.
 inline OpInfo withWeights(OpInfo info, std::vector<int> weight_inputs, int bias_input,
-                          int weight_channel_axis) {
+                          WeightLayout layout) {
   info.weight_inputs = std::move(weight_inputs);
   info.bias_input = bias_input;
-  info.weight_channel_axis = weight_channel_axis;
+  info.weight_layout = layout;
+  return info;
+}
+
+// `info` marked as data movement: its output values are selected from its inputs.
+inline OpInfo movesData(OpInfo info) {
+  info.moves_data_only = true;
+  return info;
+}
+
+// `info` marked as layout only: input 0's elements, each once, in another shape or order. That
+// moves data and keeps input 0's sign.
+inline OpInfo layoutOnly(OpInfo info) {
+  info.moves_data_only = true;
+  info.layout_only = true;
+  info.output_sign = OutputSign::OfDataInput;
+  return info;
+}
+
+// `info` marked as reading activations on every non-constant input, not input 0 alone.
+inline OpInfo combinesActivations(OpInfo info) {
+  info.combines_activations = true;
+  return info;
+}
+
+inline OpInfo withSign(OpInfo info, OutputSign sign) {
+  info.output_sign = sign;
   return info;
 }
 

@@ -53,12 +53,16 @@ std::pair<at::Tensor, at::Tensor> binaryOperands(const OpContext& ctx) {
 
 using BinaryFn = at::Tensor (*)(const at::Tensor&, const at::Tensor&);
 
-// Registers a same-type binary op for opsets 1..latest (legacy broadcast handled below 7).
-void addBinary(OpRegistry& registry, const std::string& name, int64_t since, BinaryFn fn) {
-  registry.add(op(name, since, kLatestOpset, [fn](const OpContext& ctx) {
+// A same-type binary op for opsets `since`..latest (legacy broadcast handled below 7).
+OpInfo binary(const std::string& name, int64_t since, BinaryFn fn) {
+  return op(name, since, kLatestOpset, [fn](const OpContext& ctx) {
     auto [a, b] = binaryOperands(ctx);
     return std::vector<at::Tensor>{fn(a, b)};
-  }));
+  });
+}
+
+void addBinary(OpRegistry& registry, const std::string& name, int64_t since, BinaryFn fn) {
+  registry.add(binary(name, since, fn));
 }
 
 using InPlaceFn = void (*)(const at::Tensor& into, const at::Tensor& other);
@@ -67,9 +71,9 @@ using InPlaceFn = void (*)(const at::Tensor& into, const at::Tensor& other);
 // OpContext::mayOverwriteInput) when that operand already has the result's shape; `commutative`
 // ops may reuse either operand. IEEE addition and multiplication are commutative, so the result
 // is bit-identical to the allocating path.
-void addInPlaceArithmetic(OpRegistry& registry, const std::string& name, BinaryFn fn,
-                          InPlaceFn in_place, bool commutative) {
-  registry.add(op(name, 1, kLatestOpset, [fn, in_place, commutative](const OpContext& ctx) {
+OpInfo inPlaceArithmetic(const std::string& name, BinaryFn fn, InPlaceFn in_place,
+                         bool commutative) {
+  return op(name, 1, kLatestOpset, [fn, in_place, commutative](const OpContext& ctx) {
     auto [a, b] = binaryOperands(ctx);
     // Only float32/64: libtorch 1.13 lacks some CPU float16 in-place kernels.
     const bool in_place_type = a.scalar_type() == at::kFloat || a.scalar_type() == at::kDouble;
@@ -85,7 +89,7 @@ void addInPlaceArithmetic(OpRegistry& registry, const std::string& name, BinaryF
       }
     }
     return std::vector<at::Tensor>{fn(a, b)};
-  }));
+  });
 }
 
 using UnaryFn = at::Tensor (*)(const at::Tensor&);
@@ -191,19 +195,23 @@ std::vector<at::Tensor> cast(const OpContext& ctx) {
 }  // namespace
 
 void registerElementwiseOps(OpRegistry& registry) {
-  addInPlaceArithmetic(
-      registry, "Add", [](const at::Tensor& a, const at::Tensor& b) { return a + b; },
-      [](const at::Tensor& into, const at::Tensor& other) { into.add_(other); },
-      /*commutative=*/true);
-  addInPlaceArithmetic(
-      registry, "Sub", [](const at::Tensor& a, const at::Tensor& b) { return a - b; },
+  using ops::combinesActivations;
+  // The sum of values >= 0 is >= 0 (a residual Add after two ReLUs).
+  registry.add(
+      ops::withSign(combinesActivations(inPlaceArithmetic(
+                        "Add", [](const at::Tensor& a, const at::Tensor& b) { return a + b; },
+                        [](const at::Tensor& into, const at::Tensor& other) { into.add_(other); },
+                        /*commutative=*/true)),
+                    OutputSign::OfAllInputs));
+  registry.add(combinesActivations(inPlaceArithmetic(
+      "Sub", [](const at::Tensor& a, const at::Tensor& b) { return a - b; },
       [](const at::Tensor& into, const at::Tensor& other) { into.sub_(other); },
-      /*commutative=*/false);
-  addInPlaceArithmetic(
-      registry, "Mul", [](const at::Tensor& a, const at::Tensor& b) { return a * b; },
+      /*commutative=*/false)));
+  registry.add(combinesActivations(inPlaceArithmetic(
+      "Mul", [](const at::Tensor& a, const at::Tensor& b) { return a * b; },
       [](const at::Tensor& into, const at::Tensor& other) { into.mul_(other); },
-      /*commutative=*/true);
-  addBinary(registry, "Div", 1, divide);
+      /*commutative=*/true)));
+  registry.add(combinesActivations(binary("Div", 1, divide)));
   registry.add(op("Pow", 1, kLatestOpset, power));
 
   addUnary(registry, "Sqrt", 1, true, [](const at::Tensor& x) { return at::sqrt(x); });
@@ -221,14 +229,14 @@ void registerElementwiseOps(OpRegistry& registry) {
   addUnary(registry, "Sign", 9, false, [](const at::Tensor& x) { return at::sign(x); });
 
   // Before opset 8 Min/Max required equal shapes; broadcasting is a superset of that.
-  registry.add(op("Min", 1, kLatestOpset, [](const OpContext& ctx) {
+  registry.add(combinesActivations(op("Min", 1, kLatestOpset, [](const OpContext& ctx) {
     return variadic(ctx,
                     [](const at::Tensor& a, const at::Tensor& b) { return at::minimum(a, b); });
-  }));
-  registry.add(op("Max", 1, kLatestOpset, [](const OpContext& ctx) {
+  })));
+  registry.add(combinesActivations(op("Max", 1, kLatestOpset, [](const OpContext& ctx) {
     return variadic(ctx,
                     [](const at::Tensor& a, const at::Tensor& b) { return at::maximum(a, b); });
-  }));
+  })));
 
   addBinary(registry, "Equal", 1,
             [](const at::Tensor& a, const at::Tensor& b) { return at::eq(a, b); });
@@ -241,8 +249,11 @@ void registerElementwiseOps(OpRegistry& registry) {
   addBinary(registry, "GreaterOrEqual", 12,
             [](const at::Tensor& a, const at::Tensor& b) { return at::ge(a, b); });
 
-  registry.add(op("Where", 9, kLatestOpset, where));
-  registry.add(op("Cast", 1, kLatestOpset, cast));
+  registry.add(combinesActivations(op("Where", 9, kLatestOpset, where)));
+  // Casts convert shapes and indices (Shape -> Cast -> Div) far more often than activations.
+  OpInfo cast_info = op("Cast", 1, kLatestOpset, cast);
+  cast_info.shape_computation = true;
+  registry.add(std::move(cast_info));
 }
 
 }  // namespace qforge

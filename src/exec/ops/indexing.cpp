@@ -112,17 +112,12 @@ std::vector<at::Tensor> gather(const OpContext& ctx) {
   return {at::index_select(data, axis, index.reshape({-1})).reshape(shape)};
 }
 
-OpInfo dataMovement(OpInfo info) {
-  info.moves_data_only = true;
-  return info;
-}
-
 }  // namespace
 
 // Called from registerShapeOps (op_info.h lists one register function per family).
 void registerIndexingOps(OpRegistry& r) {
-  r.add(dataMovement(op("Slice", 1, kLatestOpset, slice)));
-  r.add(dataMovement(op("Gather", 1, kLatestOpset, gather)));
+  r.add(ops::movesData(op("Slice", 1, kLatestOpset, slice)));
+  r.add(ops::movesData(op("Gather", 1, kLatestOpset, gather)));
 }
 
 }  // namespace qforge

@@ -292,10 +292,11 @@ std::vector<at::Tensor> einsum(const OpContext& ctx) {
   return {at::einsum(equation, operands)};
 }
 
-OpInfo withWeight(OpInfo info, int bias_input, int weight_channel_axis) {
-  info.weight_inputs = {1};
-  info.bias_input = bias_input;
-  info.weight_channel_axis = weight_channel_axis;
+// A layer whose weight is input 1 laid out as `layout`; `bias_input` -1 when it has none. With a
+// bias slot, a following BatchNormalization folds into weight and bias.
+OpInfo layer(OpInfo info, int bias_input, WeightLayout layout) {
+  info = ops::withWeights(std::move(info), {1}, bias_input, layout);
+  info.absorbs_batchnorm = bias_input >= 0;
   return info;
 }
 
@@ -303,20 +304,20 @@ OpInfo withWeight(OpInfo info, int bias_input, int weight_channel_axis) {
 
 void registerNnOps(OpRegistry& registry) {
   // Opsets 1 and 11 differ only in wording (auto_pad/pads defaults); one lowering serves both.
-  registry.add(withWeight(ops::op("Conv", 1, kLatestOpset, conv), /*bias_input=*/2,
-                          /*weight_channel_axis=*/0));
+  registry.add(
+      layer(ops::op("Conv", 1, kLatestOpset, conv), /*bias_input=*/2, WeightLayout::OutputFirst));
   // The weight is (C_in, C_out/group, k...), so output channels sit on axis 1.
-  registry.add(withWeight(ops::op("ConvTranspose", 1, kLatestOpset, convTranspose),
-                          /*bias_input=*/2, /*weight_channel_axis=*/1));
-  // Output channels of B are on axis 0 when transB=1 and axis 1 otherwise; the field is static,
-  // so it holds the transB=1 (nn.Linear) layout and the quantizer resolves transB per node.
+  registry.add(layer(ops::op("ConvTranspose", 1, kLatestOpset, convTranspose), /*bias_input=*/2,
+                     WeightLayout::GroupedOutputSecond));
+  // Output channels of B are on axis 0 when transB=1 and axis 1 otherwise (per node).
   // Opsets 1-6 (broadcast attribute, required C) run the same way: C broadcasting is a superset.
-  registry.add(withWeight(ops::op("Gemm", 1, kLatestOpset, gemm), /*bias_input=*/2,
-                          /*weight_channel_axis=*/0));
-  // B's output channels are its last dim: axis 1 for the usual 2-D weight.
-  registry.add(withWeight(ops::op("MatMul", 1, kLatestOpset, matmul), /*bias_input=*/-1,
-                          /*weight_channel_axis=*/1));
-  registry.add(ops::op("Einsum", 12, kLatestOpset, einsum));
+  registry.add(
+      layer(ops::op("Gemm", 1, kLatestOpset, gemm), /*bias_input=*/2, WeightLayout::GemmB));
+  // B's output channels are its last dim: axis 1 for the usual 2-D weight. Both operands may be
+  // activations (attention's Q K^T).
+  registry.add(ops::combinesActivations(layer(ops::op("MatMul", 1, kLatestOpset, matmul),
+                                              /*bias_input=*/-1, WeightLayout::LastAxis)));
+  registry.add(ops::combinesActivations(ops::op("Einsum", 12, kLatestOpset, einsum)));
 }
 
 }  // namespace qforge

@@ -118,16 +118,11 @@ std::vector<at::Tensor> mlasErf(const OpContext& ctx) {
 }  // namespace
 
 void registerOrtFloatOps(OpRegistry& registry) {
-  for (const char* op_type : {"MatMul", "ReduceMean", "Softmax", "Erf"})
-    registry.remove("", op_type);
-  registry.add(ops::op("ReduceMean", 1, 17, laneReduceMean));
-  registry.add(ops::op("ReduceMean", 18, ops::kLatestOpset, laneReduceMean));
-  OpInfo info = ops::op("MatMul", 1, ops::kLatestOpset, sequentialMatMul);
-  info.weight_inputs = {1};
-  info.weight_channel_axis = 1;
-  registry.add(info);
-  registry.add(ops::op("Softmax", 1, ops::kLatestOpset, mlasSoftmax));
-  registry.add(ops::op("Erf", 9, ops::kLatestOpset, mlasErf));
+  // Only the arithmetic changes: the ops keep their facts (MatMul's weight slot and layout).
+  registry.replaceLowering("", "MatMul", sequentialMatMul);
+  registry.replaceLowering("", "ReduceMean", laneReduceMean);
+  registry.replaceLowering("", "Softmax", mlasSoftmax);
+  registry.replaceLowering("", "Erf", mlasErf);
 }
 
 }  // namespace qforge

@@ -742,10 +742,14 @@ OpInfo microsoft(OpInfo info) {
 void registerOrtIntegerOps(OpRegistry& registry) {
   registry.add(op("QuantizeLinear", 10, 12, quantizeLinear));
   registry.add(op("QuantizeLinear", 13, 18, quantizeLinear));
-  registry.add(withWeights(op("QLinearConv", 10, kLatestOpset, qlinearConv), {3}, 8, 0));
-  registry.add(withWeights(op("QLinearMatMul", 10, 20, qlinearMatMul), {3}, -1, 1));
-  registry.add(microsoft(withWeights(op("QLinearConv", 1, kLatestOpset, qlinearConv), {3}, 8, 0)));
-  registry.add(microsoft(withWeights(op("QGemm", 1, kLatestOpset, qgemm), {3}, 6, 1)));
+  registry.add(withWeights(op("QLinearConv", 10, kLatestOpset, qlinearConv), {3}, 8,
+                           WeightLayout::OutputFirst));
+  registry.add(
+      withWeights(op("QLinearMatMul", 10, 20, qlinearMatMul), {3}, -1, WeightLayout::LastAxis));
+  registry.add(microsoft(withWeights(op("QLinearConv", 1, kLatestOpset, qlinearConv), {3}, 8,
+                                     WeightLayout::OutputFirst)));
+  registry.add(
+      microsoft(withWeights(op("QGemm", 1, kLatestOpset, qgemm), {3}, 6, WeightLayout::GemmB)));
   registry.add(microsoft(op("QLinearAdd", 1, kLatestOpset, qlinearAdd)));
   registry.add(microsoft(op("QLinearMul", 1, kLatestOpset, qlinearMul)));
   registry.add(

@@ -237,20 +237,24 @@ std::vector<at::Tensor> globalMaxPool(const OpContext& ctx) {
   return {at::amax(x, spatialDims(ctx, x), /*keepdim=*/true)};
 }
 
-OpInfo movesData(OpInfo info) {
-  info.moves_data_only = true;
-  return info;
+// Pooling selects or averages input 0's values: the output is >= 0 wherever the input is.
+OpInfo pooling(OpInfo info) {
+  return ops::withSign(std::move(info), OutputSign::OfDataInput);
 }
 
 }  // namespace
 
 void registerPoolingOps(OpRegistry& registry) {
   // Later opsets only add attributes (storage_order and Indices in 8, ceil_mode and dilations in
-  // 10, int8/uint8 in 12) whose defaults reproduce the older behaviour, so one lowering serves all.
-  registry.add(movesData(ops::op("MaxPool", 1, kLatestOpset, maxPool)));
-  registry.add(ops::op("AveragePool", 1, kLatestOpset, averagePool));
-  registry.add(ops::op("GlobalAveragePool", 1, kLatestOpset, globalAveragePool));
-  registry.add(movesData(ops::op("GlobalMaxPool", 1, kLatestOpset, globalMaxPool)));
+  // 10, int8/uint8 in 12) whose defaults reproduce the older behaviour, so one lowering serves all;
+  // MaxPool has two entries only because it takes 8-bit data from opset 12.
+  registry.add(pooling(ops::movesData(ops::op("MaxPool", 1, 11, maxPool))));
+  OpInfo max_pool_int8 = pooling(ops::movesData(ops::op("MaxPool", 12, kLatestOpset, maxPool)));
+  max_pool_int8.moves_int8 = true;
+  registry.add(std::move(max_pool_int8));
+  registry.add(pooling(ops::op("AveragePool", 1, kLatestOpset, averagePool)));
+  registry.add(pooling(ops::op("GlobalAveragePool", 1, kLatestOpset, globalAveragePool)));
+  registry.add(pooling(ops::movesData(ops::op("GlobalMaxPool", 1, kLatestOpset, globalMaxPool))));
 }
 
 }  // namespace qforge

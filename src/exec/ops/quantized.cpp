@@ -410,12 +410,16 @@ void registerQuantizedOps(OpRegistry& registry) {
   registry.add(op("DequantizeLinear", 10, 12, dequantizeLinear));
   registry.add(op("DequantizeLinear", 13, 18, dequantizeLinear));
   // The weight is (M, C/group, kernel...): output channels on axis 0.
-  registry.add(withWeights(op("QLinearConv", 10, kLatestOpset, qlinearConv), {3}, 8, 0));
-  registry.add(withWeights(op("ConvInteger", 10, kLatestOpset, convInteger), {1}, -1, 0));
+  registry.add(withWeights(op("QLinearConv", 10, kLatestOpset, qlinearConv), {3}, 8,
+                           WeightLayout::OutputFirst));
+  registry.add(withWeights(op("ConvInteger", 10, kLatestOpset, convInteger), {1}, -1,
+                           WeightLayout::OutputFirst));
   // B is (..., K, N): output channels (columns) on its last axis, 1 for the usual 2-D weight.
   // QLinearMatMul 21 adds float8 and other scale types, not covered.
-  registry.add(withWeights(op("QLinearMatMul", 10, 20, qlinearMatMul), {3}, -1, 1));
-  registry.add(withWeights(op("MatMulInteger", 10, kLatestOpset, matMulInteger), {1}, -1, 1));
+  registry.add(
+      withWeights(op("QLinearMatMul", 10, 20, qlinearMatMul), {3}, -1, WeightLayout::LastAxis));
+  registry.add(withWeights(op("MatMulInteger", 10, kLatestOpset, matMulInteger), {1}, -1,
+                           WeightLayout::LastAxis));
 }
 
 }  // namespace qforge

@@ -325,14 +325,27 @@ std::vector<at::Tensor> pad(const OpContext& ctx) {
   return {y};
 }
 
+// Nearest and linear resizing pick or blend input values, so the output is >= 0 where the input
+// is; cubic resizing overshoots.
+OutputSign resizeSign(const Node& node) {
+  const Attribute* mode = node.attributes.find("mode");
+  return mode != nullptr && mode->s == "cubic" ? OutputSign::Unknown : OutputSign::OfDataInput;
+}
+
+OpInfo resizing(OpInfo info) {
+  info.output_sign_of = resizeSign;
+  return info;
+}
+
 }  // namespace
 
 void registerResizeOps(OpRegistry& r) {
   // Not moves_data_only: linear resizing blends values, and the flag is per op, not per mode
   // (nearest would qualify). Pad's constant mode inserts a value that may lie outside the input's
   // range, so Pad does not qualify either.
-  r.add(op("Resize", 10, 17, resize));  // Resize-18 adds antialias, axes, keep_aspect_ratio
-  r.add(op("Upsample", 7, 9, upsample));
+  r.add(
+      resizing(op("Resize", 10, 17, resize)));  // Resize-18 adds antialias, axes, keep_aspect_ratio
+  r.add(resizing(op("Upsample", 7, 9, upsample)));
   r.add(op("Pad", 1, kLatestOpset, pad));
 }
 

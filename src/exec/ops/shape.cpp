@@ -31,11 +31,6 @@ int64_t product(at::IntArrayRef dims) {
   return std::accumulate(dims.begin(), dims.end(), int64_t{1}, std::multiplies<int64_t>());
 }
 
-OpInfo dataMovement(OpInfo info) {
-  info.moves_data_only = true;
-  return info;
-}
-
 // Normalizes a list of axes against `rank`, rejecting duplicates.
 std::vector<int64_t> normalizeAxes(const OpContext& ctx, const std::vector<int64_t>& axes,
                                    int64_t rank) {
@@ -382,24 +377,38 @@ std::vector<at::Tensor> range(const OpContext& ctx) {
   return {(at::arange(count, at::kLong) * delta + s).to(type)};
 }
 
+// A layout-only op that also runs on 8-bit integers in the QOperator export (ONNX takes int8 and
+// uint8 for these from opset 9 or earlier, before QuantizeLinear exists at 10).
+OpInfo layoutOnInt8(OpInfo info) {
+  info = ops::layoutOnly(std::move(info));
+  info.moves_int8 = true;
+  return info;
+}
+
+OpInfo shapeComputation(OpInfo info) {
+  info.shape_computation = true;
+  return info;
+}
+
 }  // namespace
 
 void registerShapeOps(OpRegistry& r) {
-  r.add(dataMovement(op("Flatten", 1, kLatestOpset, flatten)));
-  r.add(dataMovement(op("Reshape", 1, kLatestOpset, reshape)));
-  r.add(dataMovement(op("Transpose", 1, kLatestOpset, transpose)));
-  r.add(dataMovement(op("Squeeze", 1, kLatestOpset, squeeze)));
-  r.add(dataMovement(op("Unsqueeze", 1, kLatestOpset, unsqueeze)));
-  r.add(dataMovement(op("Concat", 1, kLatestOpset, concat)));
-  r.add(dataMovement(op("Split", 1, kLatestOpset, split)));
-  r.add(dataMovement(op("Identity", 1, kLatestOpset, identity)));
-  r.add(dataMovement(op("Dropout", 1, kLatestOpset, dropout)));
-  r.add(dataMovement(op("Expand", 8, kLatestOpset, expand)));
-  r.add(dataMovement(op("Tile", 1, kLatestOpset, tile)));
+  r.add(layoutOnInt8(op("Flatten", 1, kLatestOpset, flatten)));
+  r.add(layoutOnInt8(op("Reshape", 1, kLatestOpset, reshape)));
+  r.add(layoutOnInt8(op("Transpose", 1, kLatestOpset, transpose)));
+  r.add(layoutOnInt8(op("Squeeze", 1, kLatestOpset, squeeze)));
+  r.add(layoutOnInt8(op("Unsqueeze", 1, kLatestOpset, unsqueeze)));
+  r.add(layoutOnInt8(op("Identity", 1, kLatestOpset, identity)));
+  // qforge runs Dropout in inference mode only, where it is Identity; ONNX types it float only.
+  r.add(ops::layoutOnly(op("Dropout", 1, kLatestOpset, dropout)));
+  r.add(ops::combinesActivations(ops::movesData(op("Concat", 1, kLatestOpset, concat))));
+  r.add(ops::movesData(op("Split", 1, kLatestOpset, split)));
+  r.add(ops::movesData(op("Expand", 8, kLatestOpset, expand)));
+  r.add(ops::movesData(op("Tile", 1, kLatestOpset, tile)));
   // These produce new values (shapes, constants, sequences) rather than moving their inputs.
-  r.add(op("Shape", 1, kLatestOpset, shape));
-  r.add(op("Constant", 1, kLatestOpset, constant));
-  r.add(op("ConstantOfShape", 9, kLatestOpset, constantOfShape));
+  r.add(shapeComputation(op("Shape", 1, kLatestOpset, shape)));
+  r.add(shapeComputation(op("Constant", 1, kLatestOpset, constant)));
+  r.add(shapeComputation(op("ConstantOfShape", 9, kLatestOpset, constantOfShape)));
   r.add(op("Range", 11, kLatestOpset, range));
   registerIndexingOps(r);
 }

@@ -3,6 +3,11 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "deploy/formats/format_support.h"
 #include "deploy/formats/format_tables.h"
 
 namespace qforge::deploy::formats {
@@ -77,6 +82,73 @@ TEST(StpuFormat, RoundTripThroughTheGraph) {
     ASSERT_NE(e, nullptr) << original.tensor;
     testing::expectSameEncoding(*e, original);
   }
+}
+
+// in -> ConvTranspose(deconv1, wt[2,2,1,1], bt) -> d -> PRelu(prelu1, slope) -> p
+//    -> MatMul(mm1, m[2,2]) -> y: every op the table gives a weight, one with a bias.
+DeployModel weightedLayersModel() {
+  DeployModel m;
+  Graph& g = m.graph;
+  Value* in = g.addValue("in");
+  g.addInput(in);
+  Node* deconv = g.addNode(
+      "ConvTranspose",
+      {in, g.addInitializer("wt", at::ones({2, 2, 1, 1})), g.addInitializer("bt", at::zeros({2}))},
+      {"d"}, "deconv1");
+  Node* prelu =
+      g.addNode("PRelu", {deconv->output(0), g.addInitializer("slope", at::ones({2, 1, 1}))}, {"p"},
+                "prelu1");
+  Node* mm = g.addNode("MatMul", {prelu->output(0), g.addInitializer("m", at::ones({2, 2}))}, {"y"},
+                       "mm1");
+  g.addOutput(mm->output(0));
+  m.table.tensors = {
+      testing::symmetricActivation("in", 0.015625),
+      testing::encoding("wt", TensorRole::Weight, -127, 127, {0.0078125}, {0}),
+      testing::symmetricActivation("d", 0.03125),
+      testing::encoding("slope", TensorRole::Weight, -127, 127, {0.00390625}, {0}),
+      testing::symmetricActivation("p", 0.03125),
+      testing::encoding("m", TensorRole::Weight, -127, 127, {0.0078125}, {0}),
+      testing::symmetricActivation("y", 0.0625),
+  };
+  return m;
+}
+
+TEST(StpuFormat, EveryWeightOfTheOpTableIsItsLayersWeightsAndEveryBiasIsDerived) {
+  // As deploy_stpu.py keys LAYER_HAS_WEIGHT (Conv, ConvTranspose, Gemm, PRelu) and writes the
+  // bias of Conv, ConvTranspose and Gemm; MatMul's constant operand is a weight like Gemm's.
+  const DeployModel m = weightedLayersModel();
+  const OrderedJson params = parseOrderedJson(stpuMinMax(m), "stpu");
+  const std::vector<std::pair<std::string, double>> weights = {{"deconv1_weights", 127 * 0.0078125},
+                                                               {"prelu1_weights", 127 * 0.00390625},
+                                                               {"mm1_weights", 127 * 0.0078125}};
+  for (const auto& [key, amax] : weights) {
+    ASSERT_TRUE(params.contains(key)) << key;
+    EXPECT_EQ(params.at(key).at("min").get<double>(), -amax) << key;
+    EXPECT_EQ(params.at(key).at("max").get<double>(), amax) << key;
+  }
+  // alpha = s_w * s_in = 2^-7 * 2^-6.
+  ASSERT_TRUE(params.contains("deconv1_bias"));
+  EXPECT_EQ(params.at("deconv1_bias").at("alpha").get<double>(), 0.0078125 * 0.015625);
+  EXPECT_FALSE(params.contains("prelu1_bias"));
+  EXPECT_FALSE(params.contains("mm1_bias"));
+
+  const QuantTable back = parseStpuMinMax(stpuMinMax(m), "s.json", m.graph);
+  for (const TensorEncoding& original : m.table.tensors) {
+    const TensorEncoding* e = back.find(original.tensor);
+    ASSERT_NE(e, nullptr) << original.tensor;
+    testing::expectSameEncoding(*e, original);
+  }
+  // A layer without weights has no "<node>_weights", even with a second input.
+  expectErrorWith(
+      [&] {
+        parseStpuMinMax(R"({"relu1_weights": {"min": -1, "max": 1}})", "s.json", stpuModel().graph);
+      },
+      {"s.json", "relu1_weights", "no such layer"});
+  DeployModel add = stpuModel();
+  add.graph.addNode("Add", {add.graph.value("r"), add.graph.value("in")}, {"sum"}, "add1");
+  expectErrorWith(
+      [&] { parseStpuMinMax(R"({"add1_weights": {"min": -1, "max": 1}})", "s.json", add.graph); },
+      {"s.json", "add1_weights", "no such layer"});
 }
 
 TEST(StpuFormat, RefusalsAndMalformedFiles) {

@@ -86,7 +86,8 @@ TEST(ConvTest, OpInfoFacts) {
   ASSERT_NE(info, nullptr);
   EXPECT_EQ(info->weight_inputs, std::vector<int>{1});
   EXPECT_EQ(info->bias_input, 2);
-  EXPECT_EQ(info->weight_channel_axis, 0);
+  EXPECT_EQ(info->weight_layout, WeightLayout::OutputFirst);
+  EXPECT_TRUE(info->absorbs_batchnorm);
   EXPECT_FALSE(info->moves_data_only);
 }
 
@@ -187,12 +188,13 @@ TEST(ConvTransposeTest, GroupsKeepChannelsApart) {
   expectValuesNear(run1({"ConvTranspose", 11, {x, w}}), {1, 1, 1}, {13});
 }
 
-TEST(ConvTransposeTest, OpInfoUsesWeightAxis1) {
+TEST(ConvTransposeTest, OpInfoHasGroupedOutputChannelsOnAxis1) {
   const OpInfo* info = OpRegistry::builtin().find("", "ConvTranspose", 17);
   ASSERT_NE(info, nullptr);
   EXPECT_EQ(info->weight_inputs, std::vector<int>{1});
   EXPECT_EQ(info->bias_input, 2);
-  EXPECT_EQ(info->weight_channel_axis, 1);
+  EXPECT_EQ(info->weight_layout, WeightLayout::GroupedOutputSecond);
+  EXPECT_TRUE(info->absorbs_batchnorm);
 }
 
 TEST(ConvTransposeTest, BadInputsNameNode) {
@@ -278,7 +280,8 @@ TEST(GemmTest, OpInfoFacts) {
   ASSERT_NE(info, nullptr);
   EXPECT_EQ(info->weight_inputs, std::vector<int>{1});
   EXPECT_EQ(info->bias_input, 2);
-  EXPECT_EQ(info->weight_channel_axis, 0);
+  EXPECT_EQ(info->weight_layout, WeightLayout::GemmB);
+  EXPECT_TRUE(info->absorbs_batchnorm);
 }
 
 TEST(GemmTest, BadShapesNameNode) {
@@ -310,7 +313,9 @@ TEST(MatMulTest, OpInfoFacts) {
   ASSERT_NE(info, nullptr);
   EXPECT_EQ(info->weight_inputs, std::vector<int>{1});
   EXPECT_EQ(info->bias_input, -1);
-  EXPECT_EQ(info->weight_channel_axis, 1);
+  EXPECT_EQ(info->weight_layout, WeightLayout::LastAxis);
+  EXPECT_FALSE(info->absorbs_batchnorm);  // no bias slot to take BN's shift
+  EXPECT_TRUE(info->combines_activations);
 }
 
 TEST(MatMulTest, MismatchNamesNode) {
