@@ -44,7 +44,8 @@ Value* sourceInitializer(const Graph& graph, const Value* v) {
     if (n == nullptr || !isLayoutOnly(graph, *n) || n->input(0) == nullptr) {
       throw Error(
           "AdaRound rounds weights stored in initializers: '" + v->name() + "' is " +
-          (n ? "computed by " + n->describe() + ", which is not data movement" : "not a constant"));
+          (n ? "computed by " + n->describe() + ", which does more than reshape or reorder it"
+             : "not a constant"));
     }
     v = n->input(0);
   }

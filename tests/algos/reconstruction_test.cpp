@@ -216,6 +216,24 @@ std::string errorOf(const std::function<void()>& f) {
   return "";
 }
 
+// x[N,4] -> MatMul(x, Neg(w[4,3])) -> y: Neg computes, so a rounded value has no place in w.
+TEST(Reconstruction, AWeightComputedByAnotherOpIsRefusedNamingTheOp) {
+  Graph g;
+  Value* x = g.addValue("x");
+  x->type = TensorType{DType::Float, std::vector<Dim>{Dim::symbolic("N"), Dim::known(4)}};
+  g.addInput(x);
+  Node* neg = g.addNode("Neg", {g.addInitializer("w", at::randn({4, 3}))}, {"wn"}, "neg");
+  g.addOutput(g.addNode("MatMul", {x, neg->output(0)}, {"y"}, "matmul")->output(0));
+  auto m = passes::prepare(std::move(g), tinyBackend({{"ops", {{"MatMul", "quantizable"}}}}));
+  const at::Tensor images = at::randn({32, 4});
+  calibrateOn(*m, images);
+  const std::string e = errorOf([&] { reconstruct(*m, images, quick("adaround", 10)); });
+  EXPECT_NE(e.find("'wn' is computed by node 'neg' (Neg), which does more than reshape or "
+                   "reorder it"),
+            std::string::npos)
+      << e;
+}
+
 TEST(Reconstruction, BadInputGetsOneClearError) {
   auto m = calibratedModel();
   ReconstructionConfig c = quick("qdrop");
