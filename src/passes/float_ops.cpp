@@ -2,24 +2,19 @@
 
 #include <map>
 
-#include "exec/op_info.h"
+#include "exec/op_traits.h"
 #include "passes/fake_quantize_node.h"
 
 namespace qforge::passes {
 
 std::vector<std::string> listFloatOps(const Graph& graph, const backends::BackendConfig& backend,
                                       const std::set<const Node*>& in_units) {
-  static const std::set<std::string> bookkeeping = {"Constant", "Shape",           "Identity",
-                                                    "Gather",   "Unsqueeze",       "Squeeze",
-                                                    "Concat",   "ConstantOfShape", "Cast"};
   std::map<std::string, std::vector<std::string>> by_op;
   for (const Node* n : graph.topologicalOrder()) {
     if (in_units.count(n) || isFakeQuantize(n)) continue;
     const backends::OpTrait* trait = backend.trait(n->opType());
     if (trait != nullptr && trait->role == backends::OpRole::SharesInput) continue;
-    const OpInfo* info =
-        OpRegistry::builtin().find(n->domain(), n->opType(), graph.model.opsetFor(n->domain()));
-    if ((info != nullptr && info->moves_data_only) || bookkeeping.count(n->opType())) continue;
+    if (movesDataOnly(graph, *n) || isShapeComputation(graph, *n)) continue;
     by_op[n->opType()].push_back(n->name().empty() ? n->outputs().front()->name() : n->name());
   }
   std::vector<std::string> out;

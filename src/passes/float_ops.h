@@ -13,7 +13,8 @@ namespace qforge::passes {
 
 // One line per op type, "Softmax x2: node_a node_b", for the nodes that are in no quantized unit
 // (`in_units`), are not FakeQuantize, shares-input ops of `backend`, pure data movement or shape
-// bookkeeping (Shape, Gather, Cast, ...). At most four names per line, then "...".
+// computations (Shape, Cast, ConstantOfShape: the op table's facts). At most four names per line,
+// then "...".
 std::vector<std::string> listFloatOps(const Graph& graph, const backends::BackendConfig& backend,
                                       const std::set<const Node*>& in_units);
 
