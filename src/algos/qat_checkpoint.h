@@ -4,6 +4,9 @@
 // (torch::pickle_save), so `torch.load` in Python can read it too; it is written to a temporary
 // name and renamed, so a kill at any moment leaves the previous checkpoint or the new one, never a
 // torn file.
+//
+// Besides the file format: what the trainer puts in and takes out (the settings a resumed run
+// must share, the metric history, the model's tensors and quantizer states).
 #pragma once
 
 #include <ATen/ATen.h>
@@ -11,6 +14,12 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
+
+#include "algos/qat_config.h"
+#include "algos/qat_parameters.h"
+#include "algos/qat_results.h"
+#include "passes/prepare.h"
 
 namespace qforge::algos {
 
@@ -33,5 +42,22 @@ struct QatCheckpoint {
 void saveQatCheckpoint(const QatCheckpoint& checkpoint, const std::string& path);
 // Throws qforge::Error naming the file when it is missing, unreadable or not a qforge checkpoint.
 QatCheckpoint loadQatCheckpoint(const std::string& path);
+
+// The settings a run is resumed with only if they are the same: the backend, every quantizer's
+// kind, every trained tensor's name and shape, the config's training settings and the world size.
+std::string qatSettingsJson(const passes::PreparedModel& model, const QatParameters& params,
+                            const QatConfig& config, int world_size);
+// Throws naming each setting that differs between a checkpoint's `saved` settings and `now`.
+void requireSameQatSettings(const std::string& saved, const std::string& now,
+                            const std::string& checkpoint_path);
+
+std::string qatHistoryJson(const std::vector<QatEpochResult>& history);
+std::vector<QatEpochResult> parseQatHistory(const std::string& json);
+
+// Copies the checkpoint's initializers into the model's (in place, so trained tensors stay the
+// same objects) and loads every quantizer's state. Throws naming the tensor or quantizer that
+// does not match the model.
+void restoreQatModelState(const QatCheckpoint& checkpoint, passes::PreparedModel& model,
+                          const std::string& checkpoint_path);
 
 }  // namespace qforge::algos

@@ -1,0 +1,250 @@
+#include "pipelines/ptq_pipeline.h"
+
+#include <ATen/Parallel.h>
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <optional>
+
+#include "algos/calibrate.h"
+#include "backends/backend_config.h"
+#include "core/error.h"
+#include "core/files.h"
+#include "deploy/deploy.h"
+#include "deploy/qdq_onnx.h"
+#include "ir/onnx_import.h"
+#include "passes/prepared_io.h"
+#include "passes/quant_config.h"
+
+namespace qforge::pipelines {
+
+namespace {
+
+int64_t peakResidentBytes() {
+  struct rusage usage {};
+  ::getrusage(RUSAGE_SELF, &usage);
+  return static_cast<int64_t>(usage.ru_maxrss) * 1024;  // Linux reports KiB
+}
+
+// A fresh copy of the float model on every call: one is evaluated, one prepared.
+Graph loadFloatModel(const PtqOptions& o) {
+  if (o.graph) return copyGraph(*o.graph);
+  require(!o.model_path.empty(), "no model given: name an ONNX file or pass a graph");
+  return importOnnxFile(o.model_path);
+}
+
+// The first `batches` batches of the calibration data, as one tensor.
+at::Tensor collectInputs(data::BatchLoader& loader, int64_t batches) {
+  loader.reset();
+  std::vector<at::Tensor> parts;
+  while (static_cast<int64_t>(parts.size()) < batches) {
+    auto batch = loader.next();
+    if (!batch) break;
+    parts.push_back(batch->inputs);
+  }
+  require(!parts.empty(), "the calibration data yielded no batch to reconstruct on");
+  return at::cat(parts);
+}
+
+algos::CalibrationResult calibrateWithProgress(passes::PreparedModel& model,
+                                               data::BatchLoader& loader, int64_t batches,
+                                               const ProgressCallback& progress) {
+  ProgressEvent event;
+  event.stage = "calibrate";
+  event.total = loader.size();
+  event.unit = "img";
+  const auto start = Clock::now();
+  const algos::CalibrationResult result =
+      algos::calibrate(model, loader, batches, [&](int64_t, int64_t, int64_t samples) {
+        if (!progress) return;
+        event.done = samples;
+        event.seconds = secondsSince(start);
+        progress(event);
+      });
+  if (progress) {
+    event.last = true;
+    progress(event);
+  }
+  return result;
+}
+
+ReconstructionSummary reconstructWithProgress(passes::PreparedModel& model,
+                                              data::BatchLoader& calib_loader,
+                                              int64_t calib_batches,
+                                              const algos::ReconstructionConfig& config,
+                                              const ProgressCallback& progress) {
+  const at::Tensor images = collectInputs(calib_loader, calib_batches);
+  ProgressEvent event;
+  event.stage = "reconstruct";
+  event.unit = "it";
+  const auto start = Clock::now();
+  ReconstructionSummary summary;
+  summary.config = config;
+  summary.result = algos::reconstruct(model, images, config, [&](const algos::ReconProgress& p) {
+    if (!progress) return;
+    char note[200];
+    std::snprintf(note, sizeof(note), "unit %zu/%zu %s  loss %.4g + %.4g", p.unit + 1, p.units,
+                  p.name.substr(0, 40).c_str(), p.rec_loss, p.round_loss);
+    event.total = static_cast<int64_t>(p.units) * p.iterations;
+    event.done = static_cast<int64_t>(p.unit) * p.iterations + p.iteration;
+    event.seconds = secondsSince(start);
+    event.note = note;
+    progress(event);
+  });
+  if (progress) {
+    event.last = true;
+    progress(event);
+  }
+  summary.samples = images.size(0);
+  return summary;
+}
+
+// Float against quantized on `options.eval`.
+Evaluation evaluate(const PtqOptions& o, const Graph& float_graph, passes::PreparedModel& model,
+                    const ProgressCallback& progress) {
+  auto eval_data = openSource(o.eval, float_graph);
+  data::BatchLoader loader(
+      eval_data, loaderOptionsFor(float_graph, o.eval_batch, o.eval_limit < 0 ? 0 : o.eval_limit));
+  Evaluation e;
+  e.data = eval_data->describe();
+  Executor float_executor(float_graph);
+  auto t = Clock::now();
+  e.float_scores =
+      scoreModel(float_executor, float_graph, loader, e.data, progress, "evaluate float");
+  e.float_seconds = secondsSince(t);
+  t = Clock::now();
+  e.quantized_scores =
+      scoreModel(model.executor(), model.graph(), loader, e.data, progress, "evaluate quantized");
+  e.quantized_seconds = secondsSince(t);
+  return e;
+}
+
+// Every file written beside its final name and renamed into place. Deploy goes first: it checks
+// the backend's constraints before writing anything, so a model the backend cannot take (a
+// config broke one of them) leaves no files at all. report.json is the caller's, last.
+void writeOutputs(const PtqOptions& o, passes::PreparedModel& model, PtqReport& report) {
+  std::vector<std::string> written;
+  if (o.deploy) {
+    const deploy::DeployResult deployed = deploy::deployPreparedModel(model, o.out);
+    written = deployed.files;
+    report.deploy_notes = deployed.notes;
+  }
+  std::filesystem::create_directories(o.out);
+  const std::string table_path = (std::filesystem::path(o.out) / "quantizers.json").string();
+  writeFileAtomically(
+      table_path,
+      nlohmann::json{{"backend", report.backend}, {"quantizers", report.quantizers}}.dump(2) +
+          "\n");
+  written.push_back(table_path);
+  for (const std::string& f :
+       passes::savePreparedModel(model, backends::resolveBackendDocument(o.backend), o.out))
+    written.push_back(f);
+  report.files = written;
+}
+
+}  // namespace
+
+int64_t parseByteSize(const std::string& text) {
+  size_t used = 0;
+  double value = -1;
+  try {
+    value = std::stod(text, &used);
+  } catch (const std::exception&) {
+  }
+  const std::string suffix = text.substr(std::min(used, text.size()));
+  const double unit = suffix.empty() || suffix == "B"    ? 1
+                      : suffix == "K" || suffix == "KiB" ? 1024.0
+                      : suffix == "M" || suffix == "MiB" ? 1024.0 * 1024
+                      : suffix == "G" || suffix == "GiB" ? 1024.0 * 1024 * 1024
+                                                         : -1;
+  require(value >= 0 && unit > 0,
+          "--cache-limit '" + text + "' is not a size; write bytes or e.g. 512M, 4G");
+  return static_cast<int64_t>(value * unit);
+}
+
+algos::ReconstructionConfig reconstructionSettings(const PtqOptions& o) {
+  algos::ReconstructionConfig c = algos::reconstructionPreset(o.algo);
+  if (!o.algo_config.empty()) {
+    const std::string text = readFile(o.algo_config);
+    const bool yaml =
+        o.algo_config.size() > 5 && (o.algo_config.substr(o.algo_config.size() - 5) == ".yaml" ||
+                                     o.algo_config.substr(o.algo_config.size() - 4) == ".yml");
+    nlohmann::json j;
+    try {
+      j = yaml ? passes::yamlToJson(text, o.algo_config) : nlohmann::json::parse(text);
+    } catch (const nlohmann::json::exception& e) {
+      throw Error(o.algo_config + ": not valid JSON (" + e.what() + ")");
+    }
+    algos::applyReconstructionKeys(c, j, o.algo_config);
+  }
+  require(o.iters >= 0, "--iters must be positive");
+  require(o.recon_batch >= 0, "--recon-batch must be positive");
+  if (o.iters > 0) c.max_count = o.iters;
+  if (o.recon_batch > 0) c.batch = o.recon_batch;
+  if (!o.cache_limit.empty()) c.cache_limit = parseByteSize(o.cache_limit);
+  c.seed = o.seed;
+  return c;
+}
+
+PtqResult runPtqPipeline(const PtqOptions& o, const ProgressCallback& progress) {
+  const auto start = Clock::now();
+  require(o.calib_batches > 0, "--calib-batches must be at least 1");
+  require(o.calib_batch > 0, "--calib-batch must be at least 1");
+  std::optional<algos::ReconstructionConfig> recon;
+  if (o.algo != "naive") recon = reconstructionSettings(o);
+
+  PtqResult result;
+  PtqReport& report = result.report;
+  const backends::BackendConfig backend = backends::loadBackend(o.backend);
+  passes::PrepareOptions prepare_options;
+  if (!o.config.empty()) prepare_options.config = passes::loadQuantConfig(o.config);
+  Graph float_graph = loadFloatModel(o);
+  Graph to_prepare = loadFloatModel(o);
+  if (o.cle || o.cle_relu6_to_relu) {
+    algos::EqualizationOptions eq;
+    eq.relu6_to_relu = o.cle_relu6_to_relu;
+    report.equalization = algos::equalizeCrossLayer(to_prepare, eq);
+  }
+
+  const auto prepare_start = Clock::now();
+  result.model = passes::prepare(std::move(to_prepare), backend, prepare_options);
+  passes::PreparedModel& model = *result.model;
+  report.prepare_seconds = secondsSince(prepare_start);
+
+  auto calib_data = openSource(o.calib, float_graph);
+  data::BatchLoader calib_loader(
+      calib_data, loaderOptionsFor(float_graph, o.calib_batch, o.calib_batch * o.calib_batches));
+  const algos::CalibrationResult calibration =
+      calibrateWithProgress(model, calib_loader, o.calib_batches, progress);
+  if (recon) {
+    report.reconstruction =
+        reconstructWithProgress(model, calib_loader, o.calib_batches, *recon, progress);
+  }
+  if (o.bias_correction) {
+    calib_loader.reset();
+    report.bias_correction = algos::correctBias(model, calib_loader, o.calib_batches);
+  }
+
+  report.model = o.model_path;
+  report.backend = backend.name;
+  report.algorithm = o.algo;
+  report.calibration = {calib_data->describe(), calibration.batches, calibration.samples,
+                        o.calib_batch, calibration.seconds};
+  report.units = model.units();
+  report.float_ops = model.floatOps();
+  report.quantizers = deploy::quantizerTable(model);
+  if (!o.eval.empty()) report.evaluation = evaluate(o, float_graph, model, progress);
+
+  writeOutputs(o, model, report);
+  const std::string report_path = (std::filesystem::path(o.out) / "report.json").string();
+  report.files.push_back(report_path);
+  report.threads = at::get_num_threads();
+  report.peak_rss_bytes = peakResidentBytes();
+  report.total_seconds = secondsSince(start);
+  writeFileAtomically(report_path, ptqReportJson(report).dump(2) + "\n");
+  return result;
+}
+
+}  // namespace qforge::pipelines

@@ -1,0 +1,74 @@
+// Post-training quantization as one call, what `qforge quantize` runs and what another program
+// (or a Python binding) embedding qforge calls: optional cross-layer equalization of the float
+// model, prepare for the backend, calibrate (naive PTQ), optionally reconstruct (AdaRound, BRECQ,
+// QDrop) and correct biases, evaluate float against quantized, deploy, save the prepared model,
+// and write quantizers.json and report.json.
+//
+//   pipelines::PtqOptions o;
+//   o.model_path = "resnet.onnx";
+//   o.backend = "TensorRT";
+//   o.calib = my_dataset;            // or a source string: "fashion-mnist:train"
+//   o.out = "out/resnet-trt";
+//   pipelines::PtqResult r = pipelines::runPtqPipeline(o);
+//   r.report.evaluation, r.model->executor() ...
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "ir/graph.h"
+#include "passes/prepare.h"
+#include "pipelines/model_data.h"
+#include "pipelines/progress.h"
+#include "pipelines/ptq_report.h"
+
+namespace qforge::pipelines {
+
+// The settings, one per `qforge quantize` flag; messages about them name the flag.
+struct PtqOptions {
+  // The float model: read from `model_path`, or copied from `graph` (then `model_path` only names
+  // it in the report). Neither is changed.
+  std::string model_path;
+  const Graph* graph = nullptr;
+  std::string backend;  // a built-in backend's name or a backend .json file
+  std::string config;   // a quantization config file (.json, .yaml); "" none
+  DataSource calib = "fashion-mnist:train";
+  int64_t calib_batches = 32;
+  int64_t calib_batch = 64;
+  DataSource eval;          // empty: no evaluation
+  int64_t eval_limit = -1;  // samples evaluated; negative or 0: all
+  int64_t eval_batch = 100;
+  std::string out;     // the output directory
+  bool deploy = true;  // false: save the prepared model only (`qforge deploy` deploys it later)
+  // Reconstruction after calibration: "naive" (none), "adaround", "brecq", "qdrop", with the
+  // preset's settings overridden by `algo_config` (MQBench's keys, .json or .yaml) and then by
+  // iters, recon_batch (0: keep), cache_limit ("4G", "512M", bytes; "": keep) and seed.
+  std::string algo = "naive";
+  int64_t iters = 0;
+  int64_t recon_batch = 0;
+  std::string algo_config;
+  std::string cache_limit;
+  uint64_t seed = 0;
+  bool cle = false;                // cross-layer equalization before prepare (folds BN)
+  bool cle_relu6_to_relu = false;  // cle, and ReLU6 between pairs replaced by ReLU
+  bool bias_correction = false;    // empirical, on the calibration batches, after reconstruction
+};
+
+struct PtqResult {
+  PtqReport report;
+  std::unique_ptr<passes::PreparedModel> model;  // calibrated (and reconstructed), as saved
+};
+
+// Runs the whole flow. Bad settings, data or models throw qforge::Error (one line) before the
+// output directory is touched, as do a backend's constraints the quantized model breaks.
+PtqResult runPtqPipeline(const PtqOptions& options, const ProgressCallback& progress = {});
+
+// "4G", "512M", "64K", "1024B" or a byte count; throws naming --cache-limit otherwise.
+int64_t parseByteSize(const std::string& text);
+
+// The reconstruction settings `options` ask for (algo must not be "naive"), checked before any
+// work: the preset, then the settings file, then the flags.
+algos::ReconstructionConfig reconstructionSettings(const PtqOptions& options);
+
+}  // namespace qforge::pipelines

@@ -1,0 +1,109 @@
+// What the trainer puts into a checkpoint and takes out: settings compared key by key (each
+// difference named), the metric history, the model's tensors and quantizer states (mismatches
+// named), through the file and back.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "algos/qat_checkpoint.h"
+#include "core/files.h"
+#include "support/checks.h"
+#include "support/quant_graphs.h"
+
+namespace qforge::testing {
+namespace {
+
+std::unique_ptr<passes::PreparedModel> calibratedConvs() {
+  auto m = passes::prepare(convReluConv(), tinyBackend({{"weight", {{"fake_quantizer", "LSQ"}}}}));
+  calibrateOn(*m, at::randn({2, 2, 5, 5}));
+  return m;
+}
+
+TEST(QatCheckpointContents, SettingsNameEveryDifference) {
+  auto m = calibratedConvs();
+  const algos::QatParameters p = algos::collectQatParameters(*m, true);
+  algos::QatConfig config;
+  const std::string settings = algos::qatSettingsJson(*m, p, config, 1);
+  const nlohmann::json j = nlohmann::json::parse(settings);
+  EXPECT_EQ(j["backend"], "Tiny");
+  EXPECT_EQ(j["optimizer"], "sgd");
+  EXPECT_EQ(j["schedule"], "cosine");
+  EXPECT_EQ(j["world_size"], 1);
+  EXPECT_EQ(j["parameters"].size(), p.size());
+  EXPECT_EQ(j["quantizers"].size(), m->quantizers().size());
+  EXPECT_EQ(errorOf([&] { algos::requireSameQatSettings(settings, settings, "c.pt"); }),
+            "(no error)");
+
+  algos::QatConfig other = config;
+  other.lr = 0.5;
+  other.schedule = algos::QatSchedule::Step;
+  const std::string changed = algos::qatSettingsJson(*m, p, other, 2);
+  const std::string message =
+      errorOf([&] { algos::requireSameQatSettings(settings, changed, "c.pt"); });
+  EXPECT_EQ(message.rfind("checkpoint c.pt was written with other settings: ", 0), 0u) << message;
+  EXPECT_NE(message.find("lr 0.001 -> 0.5"), std::string::npos) << message;
+  EXPECT_NE(message.find("schedule \"cosine\" -> \"step\""), std::string::npos) << message;
+  EXPECT_NE(message.find("world_size 1 -> 2"), std::string::npos) << message;
+  EXPECT_EQ(message.find("momentum"), std::string::npos) << message;
+  nlohmann::json older = j;
+  older.erase("seed");
+  older["parameters"] = nlohmann::json::array();
+  const std::string missing =
+      errorOf([&] { algos::requireSameQatSettings(older.dump(), settings, "c.pt"); });
+  EXPECT_NE(missing.find("seed (missing) -> 0"), std::string::npos) << missing;
+  EXPECT_NE(missing.find("parameters (differs)"), std::string::npos) << missing;
+}
+
+TEST(QatCheckpointContents, HistoryRoundTripsThroughJson) {
+  std::vector<algos::QatEpochResult> history(2);
+  history[0] = {0, 1.25, 0.5, -1, 0.001, 12.5, 24, false};
+  history[1] = {1, 0.75, -1, 91.5, 0.0005, 11.0, 24, true};
+  const std::vector<algos::QatEpochResult> back =
+      algos::parseQatHistory(algos::qatHistoryJson(history));
+  ASSERT_EQ(back.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(back[i].epoch, history[i].epoch);
+    EXPECT_EQ(back[i].loss, history[i].loss);
+    EXPECT_EQ(back[i].train_top1, history[i].train_top1);
+    EXPECT_EQ(back[i].eval_metric, history[i].eval_metric);
+    EXPECT_EQ(back[i].lr, history[i].lr);
+    EXPECT_EQ(back[i].seconds, history[i].seconds);
+    EXPECT_EQ(back[i].steps, history[i].steps);
+    EXPECT_EQ(back[i].bn_frozen, history[i].bn_frozen);
+  }
+  EXPECT_TRUE(algos::parseQatHistory("[]").empty());
+}
+
+TEST(QatCheckpointContents, ModelStateIsRestoredInPlaceOrTheMismatchNamed) {
+  auto m = calibratedConvs();
+  Value* w1 = m->graph().value("w1");
+  const at::Tensor tensor = w1->initializer();
+  algos::QatCheckpoint c;
+  c.initializers["w1"] = at::full({3, 2, 3, 3}, 0.25);
+  for (quant::FakeQuantizer* q : m->quantizers())
+    c.quantizers[q->name()] = q->state();
+  // Through the file and back, as a resumed run reads it.
+  TempDir dir("qat-checkpoint");
+  algos::saveQatCheckpoint(c, dir.file("c.pt"));
+  const algos::QatCheckpoint loaded = algos::loadQatCheckpoint(dir.file("c.pt"));
+  algos::restoreQatModelState(loaded, *m, "c.pt");
+  EXPECT_TRUE(w1->initializer().is_same(tensor));  // the same tensor, new values
+  EXPECT_TRUE(at::equal(w1->initializer(), at::full({3, 2, 3, 3}, 0.25)));
+
+  algos::QatCheckpoint wrong_shape = c;
+  wrong_shape.initializers["w1"] = at::zeros({3});
+  EXPECT_EQ(errorOf([&] { algos::restoreQatModelState(wrong_shape, *m, "c.pt"); }),
+            "checkpoint c.pt: tensor 'w1' does not match the model's initializers");
+  algos::QatCheckpoint unknown = c;
+  unknown.initializers["nowhere"] = at::zeros({3});
+  EXPECT_NE(errorOf([&] { algos::restoreQatModelState(unknown, *m, "c.pt"); }).find("'nowhere'"),
+            std::string::npos);
+  algos::QatCheckpoint no_quantizers = c;
+  no_quantizers.quantizers.clear();
+  EXPECT_NE(errorOf([&] {
+              algos::restoreQatModelState(no_quantizers, *m, "c.pt");
+            }).find("has no state for quantizer"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace qforge::testing

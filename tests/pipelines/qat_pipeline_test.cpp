@@ -1,0 +1,217 @@
+// The QAT pipeline as a library call on a tiny classifier with the caller's own graph and data:
+// steps and epochs as the data and batch size give them, float top-1 as ATen computes it, files
+// and report.json, the training hooks; a stop request leaves a checkpoint and nothing else; the
+// --algo table; bad settings before any file.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <atomic>
+#include <filesystem>
+
+#include "core/files.h"
+#include "pipelines/qat_pipeline.h"
+#include "support/checks.h"
+#include "tiny_classifier.h"
+
+namespace qforge::testing {
+namespace {
+
+nlohmann::json lsqPatch() {
+  return {{"weight", {{"fake_quantizer", "LSQ"}}},
+          {"activation", {{"symmetric", true}, {"unsigned", false}, {"fake_quantizer", "LSQ"}}}};
+}
+
+struct TinyQat {
+  TempDir dir{"qat-pipeline"};
+  Graph graph = linearClassifier();
+  pipelines::QatPipelineOptions o;
+
+  TinyQat() {
+    o.graph = &graph;
+    o.model_path = "tiny classifier";
+    o.backend = writeBackend(dir.file("tiny.json"), lsqPatch());
+    o.data = classifierData(36, 3, "training tensors");  // 4 batches of 8, 4 samples left out
+    o.training.epochs = 2;
+    o.training.batch_size = 8;
+    o.training.lr = 0.01;
+    o.calib_batches = 2;
+    o.calib_batch = 8;
+    o.out = dir.file("out");
+  }
+};
+
+TEST(QatPipeline, TrainsATinyClassifierAndWritesItsReport) {
+  TinyQat t;
+  t.o.eval = classifierData(50, 4, "evaluation tensors");
+  t.o.eval_batch = 20;
+  t.o.csv = t.dir.file("metrics.csv");
+  int starts = 0, ends = 0;
+  t.o.training_starts = [&] { ++starts; };
+  t.o.training_ends = [&] { ++ends; };
+  std::vector<pipelines::ProgressEvent> events;
+  const pipelines::QatPipelineResult r = pipelines::runQatPipeline(
+      t.o, [&](const pipelines::ProgressEvent& e) { events.push_back(e); });
+  const pipelines::QatPipelineReport& report = r.report;
+
+  EXPECT_EQ(starts, 1);
+  EXPECT_EQ(ends, 1);
+  EXPECT_EQ(report.model, "tiny classifier");
+  EXPECT_EQ(report.backend, "Tiny");
+  EXPECT_EQ(report.algorithm, "backend default");
+  EXPECT_EQ(report.calibration.data, "training tensors");  // no calib: the training data
+  EXPECT_EQ(report.calibration.samples, 16);
+  EXPECT_EQ(report.training.steps_run, 8);  // floor(36 / 8) steps x 2 epochs
+  EXPECT_EQ(report.training.global_step, 8);
+  EXPECT_EQ(report.training.samples_run, 64);
+  ASSERT_EQ(report.training.epochs.size(), 2u);
+  EXPECT_EQ(report.training.epochs[1].steps, 4);
+  EXPECT_FALSE(report.training.interrupted);
+  EXPECT_EQ(report.batch_size, 8);
+  EXPECT_EQ(report.world_size, 1);
+  EXPECT_EQ(report.batchnorms_merged, 0);
+  EXPECT_EQ(report.checkpoint, t.o.out + "/checkpoint.pt");
+
+  // Float top-1 in percent from ATen's addmm on the 50 evaluation samples.
+  const at::Tensor x = classifierInputs(50, 4), labels = classifierLabels(x, 4);
+  const int64_t float_correct =
+      correct(at::addmm(classifierBias(), x, classifierWeight().t()), labels);
+  ASSERT_TRUE(report.float_top1 && report.ptq_top1 && report.qat_top1);
+  EXPECT_DOUBLE_EQ(*report.float_top1, 100.0 * float_correct / 50);
+  // The trained model as returned and as evaluated.
+  const at::Tensor y = r.model->executor().run({{"x", x}}).at("y");
+  EXPECT_DOUBLE_EQ(*report.qat_top1, 100.0 * correct(y, labels) / 50);
+  EXPECT_EQ(report.eval_data, "evaluation tensors");
+  for (const auto& e : report.training.epochs)
+    EXPECT_GE(e.eval_metric, 0);
+
+  for (const char* name : {"checkpoint.pt", "prepared.onnx", "model.qdq.onnx", "report.json"})
+    EXPECT_TRUE(std::filesystem::exists(t.o.out + "/" + name)) << name;
+  EXPECT_EQ(report.files.back(), t.o.out + "/report.json");
+  EXPECT_EQ(readFile(t.o.out + "/report.json"), pipelines::qatReportJson(report).dump(2) + "\n");
+  EXPECT_EQ(readFile(t.o.csv), pipelines::qatEpochsCsv(report.training.epochs));
+  EXPECT_TRUE(report.total_seconds.has_value());
+
+  // Training progress: one event per step, paused (ended) before each evaluation and at the end.
+  int steps = 0, pauses = 0;
+  for (const auto& e : events) {
+    EXPECT_EQ(e.stage, "train");
+    if (e.last) {
+      ++pauses;
+      continue;
+    }
+    ++steps;
+    EXPECT_EQ(e.done, steps);
+    EXPECT_EQ(e.total, 8);
+    EXPECT_EQ(e.unit, "step");
+  }
+  EXPECT_EQ(steps, 8);
+  EXPECT_EQ(pauses, 3);
+}
+
+TEST(QatPipeline, AStopRequestLeavesACheckpointAndNothingElse) {
+  TinyQat t;
+  std::atomic<bool> stop{true};
+  t.o.training.stop = &stop;
+  int ends = 0;
+  t.o.training_ends = [&] { ++ends; };
+  const pipelines::QatPipelineResult r = pipelines::runQatPipeline(t.o);
+  EXPECT_TRUE(r.report.training.interrupted);
+  EXPECT_EQ(r.report.training.global_step, 1);  // stopped after the step that saw the request
+  EXPECT_EQ(ends, 1);
+  EXPECT_TRUE(std::filesystem::exists(t.o.out + "/checkpoint.pt"));
+  EXPECT_FALSE(std::filesystem::exists(t.o.out + "/prepared.onnx"));
+  EXPECT_FALSE(std::filesystem::exists(t.o.out + "/report.json"));
+  const nlohmann::json j = pipelines::qatReportJson(r.report);
+  EXPECT_EQ(j["interrupted"], true);
+  EXPECT_FALSE(j.contains("files") || j.contains("batchnorms_merged") ||
+               j.contains("seconds_total"));
+
+  // Resumed from that directory, the run finishes where an uninterrupted one ends.
+  stop = false;
+  t.o.resume = t.o.out;
+  t.o.out.clear();
+  const pipelines::QatPipelineResult resumed = pipelines::runQatPipeline(t.o);
+  EXPECT_TRUE(resumed.report.training.resumed);
+  EXPECT_EQ(resumed.report.training.resumed_at_step, 1);
+  EXPECT_EQ(resumed.report.training.global_step, 8);
+  EXPECT_TRUE(std::filesystem::exists(t.o.resume + "/prepared.onnx"));
+}
+
+TEST(QatPipeline, BadSettingsFailBeforeAnyFileIsWritten) {
+  TinyQat t;
+  const auto failure = [&](void (*change)(pipelines::QatPipelineOptions&)) {
+    pipelines::QatPipelineOptions changed = t.o;
+    change(changed);
+    return errorOf([&] { pipelines::runQatPipeline(changed); });
+  };
+  EXPECT_EQ(failure([](pipelines::QatPipelineOptions& c) { c.out.clear(); }),
+            "give --out DIR (or --resume DIR to continue a run there)");
+  EXPECT_EQ(failure([](pipelines::QatPipelineOptions& c) { c.calib_batches = 0; }),
+            "--calib-batches and --calib-batch must be at least 1");
+  EXPECT_EQ(failure([](pipelines::QatPipelineOptions& c) { c.training.label_smoothing = -0.5; }),
+            "--label-smoothing must be in [0, 1); got -0.5");
+  EXPECT_NE(failure([](pipelines::QatPipelineOptions& c) {
+              c.resume = "/nowhere";
+            }).find("--resume /nowhere: no checkpoint.pt there"),
+            std::string::npos);
+  EXPECT_EQ(failure([](pipelines::QatPipelineOptions& c) { c.algo = "lsqq"; }),
+            "unknown QAT algorithm 'lsqq'; known: lsq, lsq+, pact, dsq, dorefa, tqt");
+  EXPECT_FALSE(std::filesystem::exists(t.o.out));
+
+  // Too little data for one batch: the trainer refuses, and training's end hook still runs.
+  int ends = 0;
+  pipelines::QatPipelineOptions small = t.o;
+  small.data = classifierData(5, 3, "five");
+  small.calib = classifierData(16, 3, "calib");
+  small.deploy = false;
+  small.training_ends = [&] { ++ends; };
+  EXPECT_NE(errorOf([&] {
+              pipelines::runQatPipeline(small);
+            }).find("5 samples, fewer than one batch of 8"),
+            std::string::npos);
+  EXPECT_EQ(ends, 1);
+}
+
+TEST(QatPipeline, AlgorithmsSetTheQuantizersTheConfigDoesNotName) {
+  passes::QuantConfig config;
+  pipelines::applyQatAlgorithm("", config);
+  EXPECT_TRUE(config.weight.empty() && config.activation.empty());
+  pipelines::applyQatAlgorithm("pact", config);
+  EXPECT_EQ(config.weight["fake_quantizer"], "LSQ");
+  EXPECT_EQ(config.activation["fake_quantizer"], "PACT");
+
+  passes::QuantConfig own;
+  own.weight = {{"bits", 4}, {"fake_quantizer", "DSQ"}, {"observer", "MSE"}};
+  pipelines::applyQatAlgorithm("dorefa", own);
+  EXPECT_EQ(own.weight["fake_quantizer"], "DSQ");  // the config's choice wins
+  EXPECT_EQ(own.weight["bits"], 4);
+  EXPECT_EQ(own.weight["per_channel"], false);
+  EXPECT_EQ(own.weight["observer"], "MSE");  // not DoReFa: its observer stays
+
+  passes::QuantConfig dorefa;
+  dorefa.weight = {{"observer", "MSE"}, {"observer_options", {{"p", 2}}}};
+  pipelines::applyQatAlgorithm("dorefa", dorefa);
+  EXPECT_EQ(dorefa.weight["fake_quantizer"], "DoReFa");
+  EXPECT_EQ(dorefa.weight["observer"], "none");
+  EXPECT_FALSE(dorefa.weight.contains("observer_options"));
+  EXPECT_EQ(dorefa.activation["fake_quantizer"], "LSQ");
+
+  passes::QuantConfig tqt;
+  pipelines::applyQatAlgorithm("tqt", tqt);
+  EXPECT_EQ(tqt.weight["symmetric"], true);
+  EXPECT_EQ(tqt.activation["symmetric"], true);
+  EXPECT_EQ(tqt.activation["fake_quantizer"], "TQT");
+}
+
+TEST(QatPipeline, EpochsCsvHasOneRowPerEpoch) {
+  std::vector<algos::QatEpochResult> epochs(2);
+  epochs[0] = {0, 1.5, 0.25, -1, 0.001, 3.25, 12, false};
+  epochs[1] = {1, 0.5, -1, 88.5, 0.0005, 2.0, 12, true};
+  EXPECT_EQ(pipelines::qatEpochsCsv(epochs),
+            "epoch,loss,train_top1,eval_top1,lr,steps,bn_frozen,seconds\n"
+            "1,1.500000,25.0000,-1.0000,0.001,12,0,3.250\n"
+            "2,0.500000,-1.0000,88.5000,0.0005,12,1,2.000\n");
+}
+
+}  // namespace
+}  // namespace qforge::testing
