@@ -13,6 +13,7 @@
 #include <memory>
 #include <sstream>
 
+#include "algos/algo_passes.h"
 #include "cli/commands.h"
 #include "cli/eval_support.h"
 #include "core/strings.h"
@@ -233,6 +234,11 @@ std::pair<CLI::App*, std::function<int()>> addQuantizeCommand(CLI::App& app) {
                   "they are recomputed");
   sub->add_option("--seed", o->seed, "Seed for reconstruction's batches and QDrop")
       ->capture_default_str();
+  sub->add_option(
+      "--passes", o->passes,
+      "The prepare passes, comma-separated (default: " + passes::defaultPreparePasses(true) +
+          "); a list of graph passes only gets the placement passes appended. Known: " +
+          join(algos::builtinPasses().names()));
   sub->add_flag("--cle", o->cle,
                 "Cross-layer equalization of Conv pairs before preparing (folds BatchNorm)");
   sub->add_flag("--cle-relu6-to-relu", o->cle_relu6_to_relu,

@@ -4,10 +4,12 @@
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <any>
 #include <cstdio>
 #include <filesystem>
 #include <optional>
 
+#include "algos/algo_passes.h"
 #include "algos/calibrate.h"
 #include "backends/backend_config.h"
 #include "core/error.h"
@@ -188,6 +190,13 @@ algos::ReconstructionConfig reconstructionSettings(const PtqOptions& o) {
   return c;
 }
 
+std::string preparePassList(const PtqOptions& o) {
+  const char* cle = o.cle_relu6_to_relu ? "cle-relu6" : o.cle ? "cle" : nullptr;
+  if (cle == nullptr) return o.passes;
+  return std::string(cle) + "," +
+         (o.passes.empty() ? passes::defaultPreparePasses(true) : o.passes);
+}
+
 PtqResult runPtqPipeline(const PtqOptions& o, const ProgressCallback& progress) {
   const auto start = Clock::now();
   require(o.calib_batches > 0, "--calib-batches must be at least 1");
@@ -199,19 +208,26 @@ PtqResult runPtqPipeline(const PtqOptions& o, const ProgressCallback& progress) 
   PtqReport& report = result.report;
   const backends::BackendConfig backend = backends::loadBackend(o.backend);
   passes::PrepareOptions prepare_options;
+  prepare_options.passes = preparePassList(o);
+  prepare_options.pass_registry = &algos::builtinPasses();
+  try {
+    passes::preparePipeline(prepare_options);  // a bad list is refused before any work
+  } catch (const Error& e) {
+    throw e.within("--passes");
+  }
   if (!o.config.empty()) prepare_options.config = passes::loadQuantConfig(o.config);
   Graph float_graph = loadFloatModel(o);
   Graph to_prepare = loadFloatModel(o);
-  if (o.cle || o.cle_relu6_to_relu) {
-    algos::EqualizationOptions eq;
-    eq.relu6_to_relu = o.cle_relu6_to_relu;
-    report.equalization = algos::equalizeCrossLayer(to_prepare, eq);
-  }
 
   const auto prepare_start = Clock::now();
   result.model = passes::prepare(std::move(to_prepare), backend, prepare_options);
   passes::PreparedModel& model = *result.model;
   report.prepare_seconds = secondsSince(prepare_start);
+  for (const passes::PassRecord& r : model.passRecords()) {
+    if (r.name == "cle" || r.name == "cle-relu6") {
+      report.equalization = std::any_cast<algos::EqualizationReport>(r.result.details);
+    }
+  }
 
   auto calib_data = openSource(o.calib, float_graph);
   data::BatchLoader calib_loader(

@@ -50,6 +50,10 @@ struct PtqOptions {
   std::string algo_config;
   std::string cache_limit;
   uint64_t seed = 0;
+  // The prepare pass list ("cle,constants-to-initializers,fold-bn"; --passes): names from
+  // algos::builtinPasses(); empty: prepare()'s default. Graph passes only get the placement
+  // passes appended.
+  std::string passes;
   bool cle = false;                // cross-layer equalization before prepare (folds BN)
   bool cle_relu6_to_relu = false;  // cle, and ReLU6 between pairs replaced by ReLU
   bool bias_correction = false;    // empirical, on the calibration batches, after reconstruction
@@ -63,6 +67,10 @@ struct PtqResult {
 // Runs the whole flow. Bad settings, data or models throw qforge::Error (one line) before the
 // output directory is touched, as do a backend's constraints the quantized model breaks.
 PtqResult runPtqPipeline(const PtqOptions& options, const ProgressCallback& progress = {});
+
+// The pass list prepare() runs for `options`: `passes` (or the default), with cle / cle-relu6
+// first when --cle / --cle-relu6-to-relu ask for it.
+std::string preparePassList(const PtqOptions& options);
 
 // "4G", "512M", "64K", "1024B" or a byte count; throws naming --cache-limit otherwise.
 int64_t parseByteSize(const std::string& text);
