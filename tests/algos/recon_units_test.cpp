@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "ir/onnx_import.h"
 #include "passes/fake_quantize_node.h"
+#include "support/checks.h"
 #include "support/quant_graphs.h"
 #include "support/residual_graph.h"
 
@@ -32,11 +33,6 @@ std::vector<std::string> weightedNames(const ReconUnit& u) {
   return names;
 }
 
-int countOps(const ReconUnit& u, const std::string& op) {
-  return static_cast<int>(std::count_if(u.nodes.begin(), u.nodes.end(),
-                                        [&](const Node* n) { return n->opType() == op; }));
-}
-
 TEST(ReconUnits, LayersEndAtTheNextQuantizerForkOrResidualAdd) {
   auto m = preparedResidualCnn();
   const auto units = findReconUnits(m->graph(), ReconGranularity::Layer);
@@ -55,7 +51,8 @@ TEST(ReconUnits, LayersEndAtTheNextQuantizerForkOrResidualAdd) {
     EXPECT_EQ(units[i].act_quantizers.size(), 1u);     // the layer's own input quantizer
     EXPECT_FALSE(units[i].residual);
   }
-  EXPECT_EQ(countOps(units[4], "GlobalAveragePool"), 1);  // conv_e's chain runs to the Flatten
+  // conv_e's chain runs to the Flatten.
+  EXPECT_EQ(countOps(units[4].nodes, "GlobalAveragePool"), 1u);
 }
 
 TEST(ReconUnits, BlocksFollowTheResidualAndGroupPlainLayers) {
@@ -70,7 +67,7 @@ TEST(ReconUnits, BlocksFollowTheResidualAndGroupPlainLayers) {
   EXPECT_TRUE(units[1].residual);
   EXPECT_EQ(units[1].entry, "fq/relu_a_out_out");
   EXPECT_EQ(units[1].exit, "fq/relu_add_out_out");
-  EXPECT_EQ(countOps(units[1], "Add"), 1);
+  EXPECT_EQ(countOps(units[1].nodes, "Add"), 1u);
   EXPECT_EQ(weightedNames(units[2]), (std::vector<std::string>{"conv_d", "conv_e", "fc"}));
   EXPECT_EQ(units[2].exit, "y");
   EXPECT_EQ(units[2].name, "conv_d..fc");
@@ -79,7 +76,7 @@ TEST(ReconUnits, BlocksFollowTheResidualAndGroupPlainLayers) {
   const auto single = findReconUnits(m->graph(), ReconGranularity::Block, 1);
   ASSERT_EQ(single.size(), 5u);
   EXPECT_EQ(weightedNames(single[1]), (std::vector<std::string>{"conv_b", "conv_c"}));
-  EXPECT_EQ(countOps(single[3], "GlobalAveragePool"), 1);
+  EXPECT_EQ(countOps(single[3].nodes, "GlobalAveragePool"), 1u);
   EXPECT_EQ(single[4].entry, "fq/flat_out_out");
   EXPECT_EQ(weightedNames(single[4]), std::vector<std::string>{"fc"});
 }
@@ -142,11 +139,11 @@ TEST(ReconUnits, TheViTSplitsIntoAttentionAndMlpBlocks) {
     const ReconUnit& mlp = units[2 + 2 * block];
     EXPECT_EQ(weightedNames(attn),
               (std::vector<std::string>{p + "/attn/qkv/MatMul", p + "/attn/proj/MatMul"}));
-    EXPECT_EQ(countOps(attn, "Softmax"), 1);
+    EXPECT_EQ(countOps(attn.nodes, "Softmax"), 1u);
     EXPECT_TRUE(attn.residual);
     EXPECT_EQ(weightedNames(mlp),
               (std::vector<std::string>{p + "/mlp/mlp.0/MatMul", p + "/mlp/mlp.2/MatMul"}));
-    EXPECT_EQ(countOps(mlp, "Erf"), 1);
+    EXPECT_EQ(countOps(mlp.nodes, "Erf"), 1u);
   }
   EXPECT_EQ(weightedNames(units[7]), std::vector<std::string>{"/head/Gemm"});
 }

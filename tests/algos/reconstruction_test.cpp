@@ -7,6 +7,7 @@
 #include "algos/reconstruction.h"
 #include "core/error.h"
 #include "passes/fake_quantize_node.h"
+#include "support/checks.h"
 #include "support/quant_graphs.h"
 #include "support/residual_graph.h"
 
@@ -192,15 +193,6 @@ TEST(Reconstruction, AWeightReadThroughATransposeIsWrittenBackIntoItsInitializer
     return;
   }
   FAIL() << "no quantizer reads the transposed weight";
-}
-
-std::string errorOf(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
 }
 
 TEST(Reconstruction, BadInputGetsOneClearError) {
