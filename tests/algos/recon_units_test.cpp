@@ -10,6 +10,7 @@
 #include "ir/onnx_import.h"
 #include "passes/fake_quantize_node.h"
 #include "support/checks.h"
+#include "support/head_split_graph.h"
 #include "support/quant_graphs.h"
 #include "support/residual_graph.h"
 
@@ -97,6 +98,30 @@ TEST(ReconUnits, FeedingTheEntryRunsExactlyTheUnit) {
   }
 }
 
+// Reconstruction compares a unit's exit sample by sample, so a layer's chain ends before a
+// Reshape that may fold the samples into another axis (-1) and before a Transpose that moves them
+// (a ViT's head split); a Reshape copying axis 0 (0) is followed up to that Transpose.
+TEST(ReconUnits, ALayerEndsBeforeAnOpThatMayMoveTheSamplesOffAxisZero) {
+  for (int64_t first_dim : {int64_t{-1}, int64_t{0}}) {
+    SCOPED_TRACE(first_dim);
+    auto m = passes::prepare(headSplitGraph(first_dim),
+                             tinyBackend({{"ops", {{"MatMul", "quantizable"}}}}));
+    calibrateOn(*m, at::randn({4, 3, 16}));
+    const auto layers = findReconUnits(m->graph(), ReconGranularity::Layer);
+    ASSERT_EQ(layers.size(), 1u);
+    EXPECT_EQ(weightedNames(layers[0]), std::vector<std::string>{"matmul"});
+    EXPECT_EQ(layers[0].entry, "x");
+    EXPECT_EQ(layers[0].exit, first_dim == 0 ? "heads" : "mm_out");
+    EXPECT_EQ(countOps(layers[0].nodes, "Reshape"), first_dim == 0 ? 1u : 0u);
+    EXPECT_EQ(countOps(layers[0].nodes, "Transpose"), 0u);
+    // A block runs on to the merge of the heads, where the samples lead again.
+    const auto blocks = findReconUnits(m->graph(), ReconGranularity::Block);
+    ASSERT_EQ(blocks.size(), 1u);
+    EXPECT_EQ(blocks[0].exit, "y");
+    EXPECT_EQ(countOps(blocks[0].nodes, "Transpose"), 1u);
+  }
+}
+
 TEST(ReconUnits, AGraphWithoutQuantizedWeightsHasNothingToReconstruct) {
   Graph g;
   Value* x = g.addValue("x");
@@ -146,6 +171,38 @@ TEST(ReconUnits, TheViTSplitsIntoAttentionAndMlpBlocks) {
     EXPECT_EQ(countOps(mlp.nodes, "Erf"), 1u);
   }
   EXPECT_EQ(weightedNames(units[7]), std::vector<std::string>{"/head/Gemm"});
+}
+
+// Every unit of the zoo ViT, layers (AdaRound) and blocks (BRECQ, QDrop), starts and ends at a
+// value with one row per sample on axis 0: the qkv layers used to end at the head split's
+// [3, N, heads, tokens, dim] Transpose.
+TEST(ReconUnits, EveryViTUnitHasTheSamplesOnAxisZeroAtItsEntryAndExit) {
+  auto m = passes::prepare(importOnnxFile(std::string(QFORGE_SOURCE_DIR) + "/models/zoo/vit.onnx"),
+                           backends::loadBackend("Academic"));
+  const at::Tensor images = at::rand({5, 1, 28, 28});
+  m->setMode(quant::FakeQuantMode::Calibration);
+  m->executor().run({{"image", images}});
+  m->setMode(quant::FakeQuantMode::Float);
+  int qkv_layers = 0;
+  for (ReconGranularity g : {ReconGranularity::Layer, ReconGranularity::Block}) {
+    const auto units = findReconUnits(m->graph(), g);
+    ASSERT_EQ(units.size(), g == ReconGranularity::Layer ? 14u : 8u);
+    for (const ReconUnit& u : units) {
+      SCOPED_TRACE(u.name);
+      const TensorMap values = m->executor().run({{"image", images}}, {u.entry, u.exit});
+      EXPECT_EQ(values.at(u.entry).size(0), 5) << u.entry;
+      EXPECT_EQ(values.at(u.exit).size(0), 5) << u.exit;
+      // The qkv layer ends at its bias Add, before the Reshape into heads.
+      const std::string qkv = "/attn/qkv/MatMul";
+      if (g != ReconGranularity::Layer || u.name.size() < qkv.size() ||
+          u.name.compare(u.name.size() - qkv.size(), qkv.size(), qkv) != 0) {
+        continue;
+      }
+      ++qkv_layers;
+      EXPECT_EQ(u.exit, u.name.substr(0, u.name.size() - qkv.size()) + "/attn/qkv/Add_output_0");
+    }
+  }
+  EXPECT_EQ(qkv_layers, 3);
 }
 
 }  // namespace

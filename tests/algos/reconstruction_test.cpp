@@ -1,13 +1,16 @@
 // AdaRound, BRECQ and QDrop on a tiny residual CNN with 3-bit weights: the rounded weights stay on
 // their grid within one step of the float weight, the quantized model's output moves closer to
 // the float model's than round-to-nearest leaves it, runs repeat for a seed, and a cache budget
-// of zero recomputes instead of failing. Bad input gets clear errors.
+// of zero recomputes instead of failing. A layer followed by an attention-style head split trains
+// on its own output, and a unit without one row per sample is refused. Bad input gets clear
+// errors.
 #include <gtest/gtest.h>
 
 #include "algos/reconstruction.h"
 #include "core/error.h"
 #include "passes/fake_quantize_node.h"
 #include "support/checks.h"
+#include "support/head_split_graph.h"
 #include "support/quant_graphs.h"
 #include "support/residual_graph.h"
 
@@ -220,6 +223,86 @@ TEST(Reconstruction, BadInputGetsOneClearError) {
   calibrateOn(*nnie, calibrationImages());
   const std::string e = errorOf([&] { reconstruct(*nnie, calibrationImages(), quick("brecq")); });
   EXPECT_NE(e.find("AdaRound needs an affine weight grid"), std::string::npos) << e;
+}
+
+// The head split's layer (MatMul, then Reshape and a Transpose putting the heads before the
+// samples) trained on a [2, N, ...] exit and died slicing it; it now trains on the MatMul's own
+// [N, 3, 6] output, as BRECQ's block always did on y.
+std::unique_ptr<passes::PreparedModel> calibratedHeadSplit(const at::Tensor& images) {
+  auto m = passes::prepare(headSplitGraph(), tinyBackend({{"weight", {{"bits", 3}}},
+                                                          {"ops", {{"MatMul", "quantizable"}}}}));
+  calibrateOn(*m, images);
+  return m;
+}
+
+TEST(Reconstruction, AdaRoundOnAHeadSplitLayerLowersItsOutputErrorOnTheGrid) {
+  at::manual_seed(12);
+  const at::Tensor images = at::randn({64, 3, 16});
+  auto m = calibratedHeadSplit(images);
+  const at::Tensor w0 = m->graph().value("w")->initializer().clone();
+  // The float graph is the reference computation, and the quantizers' parameters give the
+  // closed-form round-to-nearest weight and quantized input to measure the layer against.
+  Graph float_graph = headSplitGraph();
+  EXPECT_TRUE(at::allclose(Executor(float_graph).run({{"x", images}}).at("y"),
+                           headSplitReference(images, w0), 1e-5, 1e-6));
+  const quant::QParams wq = m->quantizer("w")->qparams();
+  const quant::QParams xq = m->quantizer("x")->qparams();
+  ASSERT_EQ(wq.scale.numel(), 6);  // per output column of the MatMul weight
+  const at::Tensor ws = wq.scale.to(at::kFloat).reshape({1, 6});
+  const double xs = xq.scale.item<double>();
+  const double xz = xq.zero_point.item<double>();
+  const at::Tensor xq_images = (at::clamp(at::round(images / xs) + xz, 0, 255) - xz) * xs;
+  const at::Tensor nearest = at::clamp(at::round(w0 / ws), -4, 3) * ws;  // 3-bit signed
+  auto layerError = [&](const at::Tensor& w) {
+    return (at::matmul(xq_images, w) - at::matmul(images, w0)).pow(2).mean().item<double>();
+  };
+
+  ReconstructionConfig c = quick("adaround", 1000);
+  c.scale_lr = 0;  // the input's grid stays as calibrated: the rounding alone is compared
+  const auto report = reconstruct(*m, images, c);
+  ASSERT_EQ(report.units.size(), 1u);
+  EXPECT_EQ(report.units[0].entry, "x");
+  EXPECT_EQ(report.units[0].exit, "mm_out");
+  const at::Tensor after = m->graph().value("w")->initializer();
+  const at::Tensor levels = after / ws;
+  EXPECT_LT((levels - levels.round()).abs().max().item<double>(), 1e-3);  // on the grid
+  EXPECT_TRUE(((after - w0).abs() <= ws * 1.0001).all().item<bool>());    // floor or ceil
+  EXPECT_FALSE(at::equal(after, nearest));  // AdaRound chose otherwise somewhere
+  EXPECT_LT(layerError(after), layerError(nearest))
+      << "nearest " << layerError(nearest) << ", AdaRound " << layerError(after);
+  // The model runs the rounded weight: its output is the reference on the quantized input.
+  const at::Tensor y = m->executor().run({{"x", images}}).at("y");
+  EXPECT_TRUE(at::allclose(y, headSplitReference(xq_images, after), 1e-4, 1e-5))
+      << (y - headSplitReference(xq_images, after)).abs().max();
+}
+
+// A unit whose entry has no row per sample on axis 0 (the input transposed before the first
+// layer) gets one clear error naming the value, instead of an ATen slicing error or a silently
+// wrong cache.
+TEST(Reconstruction, AUnitWithoutOneRowPerSampleIsRefusedByName) {
+  Graph g;
+  Value* x = g.addValue("x");
+  x->type =
+      TensorType{DType::Float, std::vector<Dim>{Dim::symbolic("N"), Dim::known(3), Dim::known(4)}};
+  g.addInput(x);
+  Node* t = g.addNode("Transpose", {x}, {"tokens_first"}, "transpose");
+  t->attributes.set(Attribute::makeInts("perm", {1, 0, 2}));
+  Node* mm = g.addNode("MatMul", {t->output(0), g.addInitializer("w", at::randn({4, 5}))}, {"y"},
+                       "matmul");
+  mm->output(0)->type =
+      TensorType{DType::Float, std::vector<Dim>{Dim::known(3), Dim::symbolic("N"), Dim::known(5)}};
+  g.addOutput(mm->output(0));
+  g.model.opset_imports[""] = 13;
+  auto m = passes::prepare(std::move(g), tinyBackend({{"ops", {{"MatMul", "quantizable"}}}}));
+  const at::Tensor images = at::randn({40, 3, 4});
+  calibrateOn(*m, images);
+  const at::Tensor w0 = m->graph().value("w")->initializer().clone();
+  const std::string e = errorOf([&] { reconstruct(*m, images, quick("adaround", 5)); });
+  EXPECT_NE(e.find("value 'tokens_first' has shape [3, 40, 4], not one row per sample (40) on "
+                   "axis 0"),
+            std::string::npos)
+      << e;
+  EXPECT_TRUE(at::equal(m->graph().value("w")->initializer(), w0));  // nothing half-written
 }
 
 }  // namespace
