@@ -72,6 +72,7 @@ TEST(Reconstruction, AdaRoundKeepsWeightsOnTheirGridWithinOneStepAndLowersTheOut
   auto m = calibratedModel();
   const double naive = outputError(*m);
   const auto before = weights(*m);
+  ASSERT_EQ(before.size(), 6u);  // conv_a..conv_e and fc
   const auto report = reconstruct(*m, calibrationImages(), quick("adaround", 2000));
   ASSERT_EQ(report.units.size(), 6u);
   EXPECT_EQ(report.iterations, 6 * 2000);
@@ -82,11 +83,13 @@ TEST(Reconstruction, AdaRoundKeepsWeightsOnTheirGridWithinOneStepAndLowersTheOut
   for (const auto& u : report.units)
     flipped += u.flipped;
   EXPECT_GT(flipped, 0.0);  // some weights rounded away from nearest
+  size_t checked = 0;
   for (const Node* n : m->graph().nodes()) {
     if (!passes::isFakeQuantize(n) || !n->input(0)->isInitializer()) continue;
     const std::string w = n->input(0)->name();
     if (!before.count(w)) continue;
     SCOPED_TRACE(w);
+    ++checked;
     const quant::QParams p = m->quantizer(passes::quantizerOf(*n))->qparams();
     std::vector<int64_t> shape(before.at(w).dim(), 1);
     shape[0] = -1;  // per output channel
@@ -97,6 +100,7 @@ TEST(Reconstruction, AdaRoundKeepsWeightsOnTheirGridWithinOneStepAndLowersTheOut
     EXPECT_TRUE(((after - before.at(w)).abs() <= s * 1.0001).all().item<bool>());  // floor or ceil
     EXPECT_LE(levels.round().abs().max().item<double>(), 4.0);  // 3-bit signed: [-4, 3]
   }
+  EXPECT_EQ(checked, before.size());  // every weight sits behind its quantizer
 }
 
 TEST(Reconstruction, BrecqAndQDropLowerTheOutputErrorAndRepeatForASeed) {
@@ -111,6 +115,7 @@ TEST(Reconstruction, BrecqAndQDropLowerTheOutputErrorAndRepeatForASeed) {
 
     auto second = calibratedModel();
     reconstruct(*second, calibrationImages(), quick(algorithm));
+    ASSERT_EQ(weights(*first).size(), 6u);
     for (const auto& [name, w] : weights(*first))
       EXPECT_TRUE(at::equal(w, weights(*second).at(name))) << name;
   }
@@ -132,10 +137,14 @@ TEST(Reconstruction, QDropLearnsActivationScalesAndLeavesThemInTheModel) {
   c.scale_lr = 0;  // scales stay as calibrated
   auto fixed = calibratedModel();
   reconstruct(*fixed, calibrationImages(), c);
+  int per_tensor = 0;
   for (quant::FakeQuantizer* q : fixed->quantizers()) {
     if (q->scheme().perChannel()) continue;
+    ++per_tensor;
     EXPECT_EQ(q->qparams().scale[0].item<double>(), before.at(q->name())) << q->name();
   }
+  EXPECT_EQ(per_tensor, 7);  // the activations: all but the six per-channel weights
+  EXPECT_EQ(fixed->quantizers().size(), 13u);
 }
 
 TEST(Reconstruction, AZeroCacheBudgetRecomputesEveryBatchAndGivesTheSameWeights) {
@@ -151,6 +160,7 @@ TEST(Reconstruction, AZeroCacheBudgetRecomputesEveryBatchAndGivesTheSameWeights)
   EXPECT_EQ(none.units[0].cached_samples, 0);
   EXPECT_EQ(none.units[0].recomputed_samples, 300 * 16);
   const auto a = weights(*cached), b = weights(*streamed);
+  ASSERT_EQ(a.size(), 6u);
   for (const auto& [name, w] : a)
     EXPECT_TRUE(at::allclose(w, b.at(name))) << name;
   // A budget between the two caches part of the samples.
