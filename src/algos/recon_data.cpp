@@ -10,6 +10,17 @@ int64_t rowBytes(const at::Tensor& t) {
   return t.size(0) == 0 ? 0 : t.numel() / t.size(0) * static_cast<int64_t>(t.element_size());
 }
 
+// Cached rows, batches and the loss all index samples on axis 0, so a unit's entry and exit must
+// hold one row per sample there; says which value does not, instead of slicing the wrong axis.
+void requireRowPerSample(const at::Tensor& t, int64_t samples, const ReconUnit& unit,
+                         const std::string& value) {
+  if (t.dim() >= 1 && t.size(0) == samples) return;
+  throw Error("reconstruction unit '" + unit.name + "': value '" + value + "' has shape " +
+              c10::str(t.sizes()) + ", not one row per sample (" + std::to_string(samples) +
+              ") on axis 0, where reconstruction compares samples; try the other granularity "
+              "(pattern: layer or block)");
+}
+
 at::Tensor catOrUndefined(const std::vector<at::Tensor>& parts) {
   if (parts.empty() || !parts.front().defined()) return {};
   return at::cat(parts);
@@ -56,6 +67,9 @@ UnitBatch UnitData::compute(const at::Tensor& images) {
   feeds[input_name_] = images;
   model_.setMode(quant::FakeQuantMode::Quantization);
   TensorMap q = executor_.run(feeds, {unit_.entry});
+  const int64_t n = images.size(0);
+  requireRowPerSample(q.at(unit_.entry), n, unit_, unit_.entry);
+  requireRowPerSample(fp.at(unit_.exit), n, unit_, unit_.exit);
   UnitBatch b;
   b.quant_input = q.at(unit_.entry);
   b.float_output = fp.at(unit_.exit);

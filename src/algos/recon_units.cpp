@@ -7,6 +7,7 @@
 
 #include "algos/calibrate.h"
 #include "core/error.h"
+#include "ir/node_attributes.h"
 #include "passes/fake_quantize_node.h"
 
 namespace qforge::algos {
@@ -62,6 +63,39 @@ GraphFacts analyse(const Graph& graph) {
     }
   }
   return f;
+}
+
+// Whether `n` keeps one row per sample on axis 0 when its activation input has it: ops that
+// compute each sample from itself alone, and data movement whose attributes leave axis 0 where it
+// is. Reconstruction caches and compares a unit's entry and exit row by row, so a layer's chain
+// stops before anything else (a ViT's qkv layer ran into the head split's [3, N, ...] Transpose).
+bool keepsSampleAxis(const Node& n) {
+  static const std::set<std::string> kElementwise = {
+      "Abs",      "Neg",         "Relu",      "LeakyRelu", "PRelu", "Elu",  "Selu", "Celu",
+      "Gelu",     "Sigmoid",     "Tanh",      "Softplus",  "Mish",  "Erf",  "Exp",  "Log",
+      "Sqrt",     "Floor",       "Ceil",      "Round",     "Sign",  "Clip", "Cast", "Identity",
+      "Add",      "Sub",         "Mul",       "Div",       "Pow",   "Max",  "Min",  "Dropout",
+      "Softsign", "HardSigmoid", "HardSwish", "Reciprocal"};
+  static const std::set<std::string> kWithinSample = {
+      "MaxPool",      "AveragePool",  "LpPool",       "GlobalAveragePool",  "GlobalMaxPool",
+      "GlobalLpPool", "DepthToSpace", "SpaceToDepth", "BatchNormalization", "InstanceNormalization",
+      "LRN"};
+  if (!isDefaultDomain(n)) return false;
+  const std::string& op = n.opType();
+  if (kElementwise.count(op) || kWithinSample.count(op)) return true;
+  if (op == "Softmax" || op == "LogSoftmax") return intAttr(n, "axis", 1) != 0;
+  if (op == "Flatten") return intAttr(n, "axis", 1) >= 1;
+  if (op == "Transpose") {
+    const Attribute* perm = n.attributes.find("perm");
+    return perm != nullptr && !perm->ints.empty() && perm->ints.front() == 0;
+  }
+  if (op == "Reshape") {  // a 0 copies the input's dimension (unless allowzero)
+    const Value* shape = n.inputs().size() > 1 ? n.input(1) : nullptr;
+    return shape != nullptr && shape->isInitializer() && shape->initializer().numel() > 0 &&
+           shape->initializer().reshape({-1})[0].item<int64_t>() == 0 &&
+           intAttr(n, "allowzero", 0) == 0;
+  }
+  return false;
 }
 
 std::vector<const Node*> between(const Graph& graph, const GraphFacts& f, const std::string& entry,
@@ -125,12 +159,14 @@ std::vector<ReconUnit> layerUnits(const Graph& graph, const GraphFacts& f) {
     const Value* in = f.activationInputs(n).front();
     const Node* q = in->producer();
     const Value* entry = q != nullptr && passes::isFakeQuantize(q) ? q->input(0) : in;
-    // Exit: follow the single-reader chain until the next quantizer, weighted node or merge.
+    // Exit: follow the single-reader chain until the next quantizer, weighted node, merge or an
+    // op that may move the samples off axis 0.
     const Value* exit = n->output(0);
     while (!graph.isGraphOutput(exit) && exit->uses().size() == 1) {
       const Node* next = exit->uses().front().node;
       if (passes::isFakeQuantize(next) || f.isWeighted(next) ||
-          f.activationInputs(next).size() != 1 || next->outputs().empty()) {
+          f.activationInputs(next).size() != 1 || next->outputs().empty() ||
+          !keepsSampleAxis(*next)) {
         break;
       }
       exit = next->output(0);

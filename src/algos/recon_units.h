@@ -4,7 +4,8 @@
 // entry value is taken before them), so a unit's loss sees the quantization of what it reads.
 //   layer: one weighted node (Conv, ConvTranspose, Gemm, MatMul with an initializer weight), the
 //          fake quantizers it reads through, and the chain after it up to the next weighted node,
-//          fake quantizer, fork or residual Add.
+//          fake quantizer, fork, residual Add or op that may move the samples off axis 0 (a
+//          Transpose or Reshape that does not provably keep it there, a reduction...).
 //   block: the graph cut at every value that all paths pass through (the only live value
 //          between two nodes in topological order). A segment holding a node with two or more
 //          activation inputs (a residual Add, attention) is a block; runs of other segments are

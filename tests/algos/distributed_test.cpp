@@ -26,6 +26,7 @@
 
 #include "algos/distributed.h"
 #include "core/error.h"
+#include "support/checks.h"
 
 extern char** environ;
 
@@ -159,15 +160,6 @@ void runAsRanks(int world_size, std::chrono::seconds limit = std::chrono::second
         << output;
     std::filesystem::remove(logs[rank]);
   }
-}
-
-std::string errorOf(const std::function<void()>& call) {
-  try {
-    call();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
 }
 
 TEST(Distributed, TwoRanksSumMeanBroadcastBarrierMax) {

@@ -24,6 +24,8 @@
 namespace qforge::algos {
 namespace {
 
+using testing::expectClose;
+
 using testing::errorOf;
 using testing::opCounts;
 
@@ -73,14 +75,6 @@ at::Tensor unevenWeight(int64_t out, int64_t in, int64_t k) {
 at::Tensor run(const Graph& g, const at::Tensor& x) {
   Executor executor(g);
   return executor({x}).at(0);
-}
-
-// max |actual - expected| <= rel * max |expected|.
-void expectClose(const at::Tensor& actual, const at::Tensor& expected, double rel) {
-  ASSERT_EQ(actual.sizes(), expected.sizes());
-  const double err = (actual - expected).abs().max().item<double>();
-  const double scale = expected.abs().max().item<double>();
-  EXPECT_LE(err, rel * scale) << "max abs error " << err << " for outputs up to " << scale;
 }
 
 // Per-output-channel ranges of a weight, and per-input-channel ranges of a Conv weight.

@@ -9,6 +9,8 @@
 #include "core/error.h"
 #include "ir/onnx_import.h"
 #include "passes/fake_quantize_node.h"
+#include "support/checks.h"
+#include "support/head_split_graph.h"
 #include "support/quant_graphs.h"
 #include "support/residual_graph.h"
 
@@ -32,11 +34,6 @@ std::vector<std::string> weightedNames(const ReconUnit& u) {
   return names;
 }
 
-int countOps(const ReconUnit& u, const std::string& op) {
-  return static_cast<int>(std::count_if(u.nodes.begin(), u.nodes.end(),
-                                        [&](const Node* n) { return n->opType() == op; }));
-}
-
 TEST(ReconUnits, LayersEndAtTheNextQuantizerForkOrResidualAdd) {
   auto m = preparedResidualCnn();
   const auto units = findReconUnits(m->graph(), ReconGranularity::Layer);
@@ -55,7 +52,8 @@ TEST(ReconUnits, LayersEndAtTheNextQuantizerForkOrResidualAdd) {
     EXPECT_EQ(units[i].act_quantizers.size(), 1u);     // the layer's own input quantizer
     EXPECT_FALSE(units[i].residual);
   }
-  EXPECT_EQ(countOps(units[4], "GlobalAveragePool"), 1);  // conv_e's chain runs to the Flatten
+  // conv_e's chain runs to the Flatten.
+  EXPECT_EQ(countOps(units[4].nodes, "GlobalAveragePool"), 1u);
 }
 
 TEST(ReconUnits, BlocksFollowTheResidualAndGroupPlainLayers) {
@@ -70,7 +68,7 @@ TEST(ReconUnits, BlocksFollowTheResidualAndGroupPlainLayers) {
   EXPECT_TRUE(units[1].residual);
   EXPECT_EQ(units[1].entry, "fq/relu_a_out_out");
   EXPECT_EQ(units[1].exit, "fq/relu_add_out_out");
-  EXPECT_EQ(countOps(units[1], "Add"), 1);
+  EXPECT_EQ(countOps(units[1].nodes, "Add"), 1u);
   EXPECT_EQ(weightedNames(units[2]), (std::vector<std::string>{"conv_d", "conv_e", "fc"}));
   EXPECT_EQ(units[2].exit, "y");
   EXPECT_EQ(units[2].name, "conv_d..fc");
@@ -79,7 +77,7 @@ TEST(ReconUnits, BlocksFollowTheResidualAndGroupPlainLayers) {
   const auto single = findReconUnits(m->graph(), ReconGranularity::Block, 1);
   ASSERT_EQ(single.size(), 5u);
   EXPECT_EQ(weightedNames(single[1]), (std::vector<std::string>{"conv_b", "conv_c"}));
-  EXPECT_EQ(countOps(single[3], "GlobalAveragePool"), 1);
+  EXPECT_EQ(countOps(single[3].nodes, "GlobalAveragePool"), 1u);
   EXPECT_EQ(single[4].entry, "fq/flat_out_out");
   EXPECT_EQ(weightedNames(single[4]), std::vector<std::string>{"fc"});
 }
@@ -97,6 +95,30 @@ TEST(ReconUnits, FeedingTheEntryRunsExactlyTheUnit) {
       for (const Node* n : u.nodes)
         EXPECT_NE(n->output(0)->name(), u.entry);
     }
+  }
+}
+
+// Reconstruction compares a unit's exit sample by sample, so a layer's chain ends before a
+// Reshape that may fold the samples into another axis (-1) and before a Transpose that moves them
+// (a ViT's head split); a Reshape copying axis 0 (0) is followed up to that Transpose.
+TEST(ReconUnits, ALayerEndsBeforeAnOpThatMayMoveTheSamplesOffAxisZero) {
+  for (int64_t first_dim : {int64_t{-1}, int64_t{0}}) {
+    SCOPED_TRACE(first_dim);
+    auto m = passes::prepare(headSplitGraph(first_dim),
+                             tinyBackend({{"ops", {{"MatMul", "quantizable"}}}}));
+    calibrateOn(*m, at::randn({4, 3, 16}));
+    const auto layers = findReconUnits(m->graph(), ReconGranularity::Layer);
+    ASSERT_EQ(layers.size(), 1u);
+    EXPECT_EQ(weightedNames(layers[0]), std::vector<std::string>{"matmul"});
+    EXPECT_EQ(layers[0].entry, "x");
+    EXPECT_EQ(layers[0].exit, first_dim == 0 ? "heads" : "mm_out");
+    EXPECT_EQ(countOps(layers[0].nodes, "Reshape"), first_dim == 0 ? 1u : 0u);
+    EXPECT_EQ(countOps(layers[0].nodes, "Transpose"), 0u);
+    // A block runs on to the merge of the heads, where the samples lead again.
+    const auto blocks = findReconUnits(m->graph(), ReconGranularity::Block);
+    ASSERT_EQ(blocks.size(), 1u);
+    EXPECT_EQ(blocks[0].exit, "y");
+    EXPECT_EQ(countOps(blocks[0].nodes, "Transpose"), 1u);
   }
 }
 
@@ -142,13 +164,45 @@ TEST(ReconUnits, TheViTSplitsIntoAttentionAndMlpBlocks) {
     const ReconUnit& mlp = units[2 + 2 * block];
     EXPECT_EQ(weightedNames(attn),
               (std::vector<std::string>{p + "/attn/qkv/MatMul", p + "/attn/proj/MatMul"}));
-    EXPECT_EQ(countOps(attn, "Softmax"), 1);
+    EXPECT_EQ(countOps(attn.nodes, "Softmax"), 1u);
     EXPECT_TRUE(attn.residual);
     EXPECT_EQ(weightedNames(mlp),
               (std::vector<std::string>{p + "/mlp/mlp.0/MatMul", p + "/mlp/mlp.2/MatMul"}));
-    EXPECT_EQ(countOps(mlp, "Erf"), 1);
+    EXPECT_EQ(countOps(mlp.nodes, "Erf"), 1u);
   }
   EXPECT_EQ(weightedNames(units[7]), std::vector<std::string>{"/head/Gemm"});
+}
+
+// Every unit of the zoo ViT, layers (AdaRound) and blocks (BRECQ, QDrop), starts and ends at a
+// value with one row per sample on axis 0: the qkv layers used to end at the head split's
+// [3, N, heads, tokens, dim] Transpose.
+TEST(ReconUnits, EveryViTUnitHasTheSamplesOnAxisZeroAtItsEntryAndExit) {
+  auto m = passes::prepare(importOnnxFile(std::string(QFORGE_SOURCE_DIR) + "/models/zoo/vit.onnx"),
+                           backends::loadBackend("Academic"));
+  const at::Tensor images = at::rand({5, 1, 28, 28});
+  m->setMode(quant::FakeQuantMode::Calibration);
+  m->executor().run({{"image", images}});
+  m->setMode(quant::FakeQuantMode::Float);
+  int qkv_layers = 0;
+  for (ReconGranularity g : {ReconGranularity::Layer, ReconGranularity::Block}) {
+    const auto units = findReconUnits(m->graph(), g);
+    ASSERT_EQ(units.size(), g == ReconGranularity::Layer ? 14u : 8u);
+    for (const ReconUnit& u : units) {
+      SCOPED_TRACE(u.name);
+      const TensorMap values = m->executor().run({{"image", images}}, {u.entry, u.exit});
+      EXPECT_EQ(values.at(u.entry).size(0), 5) << u.entry;
+      EXPECT_EQ(values.at(u.exit).size(0), 5) << u.exit;
+      // The qkv layer ends at its bias Add, before the Reshape into heads.
+      const std::string qkv = "/attn/qkv/MatMul";
+      if (g != ReconGranularity::Layer || u.name.size() < qkv.size() ||
+          u.name.compare(u.name.size() - qkv.size(), qkv.size(), qkv) != 0) {
+        continue;
+      }
+      ++qkv_layers;
+      EXPECT_EQ(u.exit, u.name.substr(0, u.name.size() - qkv.size()) + "/attn/qkv/Add_output_0");
+    }
+  }
+  EXPECT_EQ(qkv_layers, 3);
 }
 
 }  // namespace

@@ -1,12 +1,16 @@
 // AdaRound, BRECQ and QDrop on a tiny residual CNN with 3-bit weights: the rounded weights stay on
 // their grid within one step of the float weight, the quantized model's output moves closer to
 // the float model's than round-to-nearest leaves it, runs repeat for a seed, and a cache budget
-// of zero recomputes instead of failing. Bad input gets clear errors.
+// of zero recomputes instead of failing. A layer followed by an attention-style head split trains
+// on its own output, and a unit without one row per sample is refused. Bad input gets clear
+// errors.
 #include <gtest/gtest.h>
 
 #include "algos/reconstruction.h"
 #include "core/error.h"
 #include "passes/fake_quantize_node.h"
+#include "support/checks.h"
+#include "support/head_split_graph.h"
 #include "support/quant_graphs.h"
 #include "support/residual_graph.h"
 
@@ -68,6 +72,7 @@ TEST(Reconstruction, AdaRoundKeepsWeightsOnTheirGridWithinOneStepAndLowersTheOut
   auto m = calibratedModel();
   const double naive = outputError(*m);
   const auto before = weights(*m);
+  ASSERT_EQ(before.size(), 6u);  // conv_a..conv_e and fc
   const auto report = reconstruct(*m, calibrationImages(), quick("adaround", 2000));
   ASSERT_EQ(report.units.size(), 6u);
   EXPECT_EQ(report.iterations, 6 * 2000);
@@ -78,11 +83,13 @@ TEST(Reconstruction, AdaRoundKeepsWeightsOnTheirGridWithinOneStepAndLowersTheOut
   for (const auto& u : report.units)
     flipped += u.flipped;
   EXPECT_GT(flipped, 0.0);  // some weights rounded away from nearest
+  size_t checked = 0;
   for (const Node* n : m->graph().nodes()) {
     if (!passes::isFakeQuantize(n) || !n->input(0)->isInitializer()) continue;
     const std::string w = n->input(0)->name();
     if (!before.count(w)) continue;
     SCOPED_TRACE(w);
+    ++checked;
     const quant::QParams p = m->quantizer(passes::quantizerOf(*n))->qparams();
     std::vector<int64_t> shape(before.at(w).dim(), 1);
     shape[0] = -1;  // per output channel
@@ -93,6 +100,7 @@ TEST(Reconstruction, AdaRoundKeepsWeightsOnTheirGridWithinOneStepAndLowersTheOut
     EXPECT_TRUE(((after - before.at(w)).abs() <= s * 1.0001).all().item<bool>());  // floor or ceil
     EXPECT_LE(levels.round().abs().max().item<double>(), 4.0);  // 3-bit signed: [-4, 3]
   }
+  EXPECT_EQ(checked, before.size());  // every weight sits behind its quantizer
 }
 
 TEST(Reconstruction, BrecqAndQDropLowerTheOutputErrorAndRepeatForASeed) {
@@ -107,6 +115,7 @@ TEST(Reconstruction, BrecqAndQDropLowerTheOutputErrorAndRepeatForASeed) {
 
     auto second = calibratedModel();
     reconstruct(*second, calibrationImages(), quick(algorithm));
+    ASSERT_EQ(weights(*first).size(), 6u);
     for (const auto& [name, w] : weights(*first))
       EXPECT_TRUE(at::equal(w, weights(*second).at(name))) << name;
   }
@@ -128,10 +137,14 @@ TEST(Reconstruction, QDropLearnsActivationScalesAndLeavesThemInTheModel) {
   c.scale_lr = 0;  // scales stay as calibrated
   auto fixed = calibratedModel();
   reconstruct(*fixed, calibrationImages(), c);
+  int per_tensor = 0;
   for (quant::FakeQuantizer* q : fixed->quantizers()) {
     if (q->scheme().perChannel()) continue;
+    ++per_tensor;
     EXPECT_EQ(q->qparams().scale[0].item<double>(), before.at(q->name())) << q->name();
   }
+  EXPECT_EQ(per_tensor, 7);  // the activations: all but the six per-channel weights
+  EXPECT_EQ(fixed->quantizers().size(), 13u);
 }
 
 TEST(Reconstruction, AZeroCacheBudgetRecomputesEveryBatchAndGivesTheSameWeights) {
@@ -147,6 +160,7 @@ TEST(Reconstruction, AZeroCacheBudgetRecomputesEveryBatchAndGivesTheSameWeights)
   EXPECT_EQ(none.units[0].cached_samples, 0);
   EXPECT_EQ(none.units[0].recomputed_samples, 300 * 16);
   const auto a = weights(*cached), b = weights(*streamed);
+  ASSERT_EQ(a.size(), 6u);
   for (const auto& [name, w] : a)
     EXPECT_TRUE(at::allclose(w, b.at(name))) << name;
   // A budget between the two caches part of the samples.
@@ -207,15 +221,6 @@ TEST(Reconstruction, AWeightReadThroughAnInferenceDropoutIsWrittenBackIntoItsIni
   expectWeightWrittenBackThroughLayoutOps(/*dropout=*/true);
 }
 
-std::string errorOf(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
 // x[N,4] -> MatMul(x, Neg(w[4,3])) -> y: Neg computes, so a rounded value has no place in w.
 TEST(Reconstruction, AWeightComputedByAnotherOpIsRefusedNamingTheOp) {
   Graph g;
@@ -259,6 +264,86 @@ TEST(Reconstruction, BadInputGetsOneClearError) {
   calibrateOn(*nnie, calibrationImages());
   const std::string e = errorOf([&] { reconstruct(*nnie, calibrationImages(), quick("brecq")); });
   EXPECT_NE(e.find("AdaRound needs an affine weight grid"), std::string::npos) << e;
+}
+
+// The head split's layer (MatMul, then Reshape and a Transpose putting the heads before the
+// samples) trained on a [2, N, ...] exit and died slicing it; it now trains on the MatMul's own
+// [N, 3, 6] output, as BRECQ's block always did on y.
+std::unique_ptr<passes::PreparedModel> calibratedHeadSplit(const at::Tensor& images) {
+  auto m = passes::prepare(headSplitGraph(), tinyBackend({{"weight", {{"bits", 3}}},
+                                                          {"ops", {{"MatMul", "quantizable"}}}}));
+  calibrateOn(*m, images);
+  return m;
+}
+
+TEST(Reconstruction, AdaRoundOnAHeadSplitLayerLowersItsOutputErrorOnTheGrid) {
+  at::manual_seed(12);
+  const at::Tensor images = at::randn({64, 3, 16});
+  auto m = calibratedHeadSplit(images);
+  const at::Tensor w0 = m->graph().value("w")->initializer().clone();
+  // The float graph is the reference computation, and the quantizers' parameters give the
+  // closed-form round-to-nearest weight and quantized input to measure the layer against.
+  Graph float_graph = headSplitGraph();
+  EXPECT_TRUE(at::allclose(Executor(float_graph).run({{"x", images}}).at("y"),
+                           headSplitReference(images, w0), 1e-5, 1e-6));
+  const quant::QParams wq = m->quantizer("w")->qparams();
+  const quant::QParams xq = m->quantizer("x")->qparams();
+  ASSERT_EQ(wq.scale.numel(), 6);  // per output column of the MatMul weight
+  const at::Tensor ws = wq.scale.to(at::kFloat).reshape({1, 6});
+  const double xs = xq.scale.item<double>();
+  const double xz = xq.zero_point.item<double>();
+  const at::Tensor xq_images = (at::clamp(at::round(images / xs) + xz, 0, 255) - xz) * xs;
+  const at::Tensor nearest = at::clamp(at::round(w0 / ws), -4, 3) * ws;  // 3-bit signed
+  auto layerError = [&](const at::Tensor& w) {
+    return (at::matmul(xq_images, w) - at::matmul(images, w0)).pow(2).mean().item<double>();
+  };
+
+  ReconstructionConfig c = quick("adaround", 1000);
+  c.scale_lr = 0;  // the input's grid stays as calibrated: the rounding alone is compared
+  const auto report = reconstruct(*m, images, c);
+  ASSERT_EQ(report.units.size(), 1u);
+  EXPECT_EQ(report.units[0].entry, "x");
+  EXPECT_EQ(report.units[0].exit, "mm_out");
+  const at::Tensor after = m->graph().value("w")->initializer();
+  const at::Tensor levels = after / ws;
+  EXPECT_LT((levels - levels.round()).abs().max().item<double>(), 1e-3);  // on the grid
+  EXPECT_TRUE(((after - w0).abs() <= ws * 1.0001).all().item<bool>());    // floor or ceil
+  EXPECT_FALSE(at::equal(after, nearest));  // AdaRound chose otherwise somewhere
+  EXPECT_LT(layerError(after), layerError(nearest))
+      << "nearest " << layerError(nearest) << ", AdaRound " << layerError(after);
+  // The model runs the rounded weight: its output is the reference on the quantized input.
+  const at::Tensor y = m->executor().run({{"x", images}}).at("y");
+  EXPECT_TRUE(at::allclose(y, headSplitReference(xq_images, after), 1e-4, 1e-5))
+      << (y - headSplitReference(xq_images, after)).abs().max();
+}
+
+// A unit whose entry has no row per sample on axis 0 (the input transposed before the first
+// layer) gets one clear error naming the value, instead of an ATen slicing error or a silently
+// wrong cache.
+TEST(Reconstruction, AUnitWithoutOneRowPerSampleIsRefusedByName) {
+  Graph g;
+  Value* x = g.addValue("x");
+  x->type =
+      TensorType{DType::Float, std::vector<Dim>{Dim::symbolic("N"), Dim::known(3), Dim::known(4)}};
+  g.addInput(x);
+  Node* t = g.addNode("Transpose", {x}, {"tokens_first"}, "transpose");
+  t->attributes.set(Attribute::makeInts("perm", {1, 0, 2}));
+  Node* mm = g.addNode("MatMul", {t->output(0), g.addInitializer("w", at::randn({4, 5}))}, {"y"},
+                       "matmul");
+  mm->output(0)->type =
+      TensorType{DType::Float, std::vector<Dim>{Dim::known(3), Dim::symbolic("N"), Dim::known(5)}};
+  g.addOutput(mm->output(0));
+  g.model.opset_imports[""] = 13;
+  auto m = passes::prepare(std::move(g), tinyBackend({{"ops", {{"MatMul", "quantizable"}}}}));
+  const at::Tensor images = at::randn({40, 3, 4});
+  calibrateOn(*m, images);
+  const at::Tensor w0 = m->graph().value("w")->initializer().clone();
+  const std::string e = errorOf([&] { reconstruct(*m, images, quick("adaround", 5)); });
+  EXPECT_NE(e.find("value 'tokens_first' has shape [3, 40, 4], not one row per sample (40) on "
+                   "axis 0"),
+            std::string::npos)
+      << e;
+  EXPECT_TRUE(at::equal(m->graph().value("w")->initializer(), w0));  // nothing half-written
 }
 
 }  // namespace

@@ -47,15 +47,26 @@ TEST(QdqOnnx, EightBitPointsBecomeQuantizeDequantizePairsThatComputeTheSame) {
   EXPECT_EQ(qdq.model.opset_imports.count(passes::kQforgeDomain), 0u);
   ASSERT_EQ(qdq.outputs().size(), 1u);
   EXPECT_EQ(qdq.outputs().front()->name(), "y");
-  // Per-channel weights carry their axis; activations are per-tensor with uint8 zero points.
-  int per_channel = 0;
+  // Per-channel weights carry their axis and int8 zero points (symmetric signed); activations
+  // are per-tensor with uint8 zero points (asymmetric unsigned).
+  int per_channel = 0, per_tensor = 0;
   for (const Node* n : qdq.nodes()) {
     if (n->opType() != "QuantizeLinear") continue;
-    if (n->attributes.has("axis")) ++per_channel;
     const at::Tensor zp = n->input(2)->initializer();
-    EXPECT_TRUE(zp.scalar_type() == at::kByte || zp.scalar_type() == at::kChar);
+    if (n->attributes.has("axis")) {
+      ++per_channel;
+      EXPECT_EQ(zp.scalar_type(), at::kChar) << n->output(0)->name();
+      // One per output channel of the Conv weight it quantizes (w1 [3,2,3,3], w2 [2,3,1,1]).
+      ASSERT_TRUE(n->input(0)->isInitializer()) << n->output(0)->name();
+      EXPECT_EQ(zp.numel(), n->input(0)->initializer().size(0)) << n->output(0)->name();
+    } else {
+      ++per_tensor;
+      EXPECT_EQ(zp.scalar_type(), at::kByte) << n->output(0)->name();
+      EXPECT_EQ(zp.numel(), 1) << n->output(0)->name();
+    }
   }
   EXPECT_EQ(per_channel, 2);
+  EXPECT_EQ(per_tensor, 2);
   expectSameOutputs(*m, qdq, x);
 }
 
@@ -135,16 +146,24 @@ TEST(QdqOnnx, WeightsOfUpToEightBitsAreIntegersBehindDequantizeLinear) {
     EXPECT_TRUE(q->input(0)->isInitializer()) << conv_name;
     EXPECT_EQ(q->input(2)->initializer().scalar_type(), at::kByte) << conv_name;
   }
-  // The integers stay on the 4-bit grid, and dequantized they are the prepared model's weights.
+  // The integers are the 4-bit half-up levels of the float weight (closed form from the
+  // quantizer's per-channel scale and zero point), and dequantized they are the prepared model's
+  // weights.
   for (const char* weight : {"w1", "w2"}) {
     ASSERT_TRUE(quantized_values.count(weight)) << weight;
     Executor plain(qdq);
     const std::string levels_name = quantized_values[weight];
     const std::string dq_name = qdq.findValue(levels_name)->uses().front().node->output(0)->name();
     const TensorMap got = plain.run({{"x", x}}, {levels_name, dq_name});
+    ASSERT_EQ(got.at(levels_name).scalar_type(), at::kByte) << weight;
     const at::Tensor levels = got.at(levels_name).to(at::kLong);
-    EXPECT_GE(levels.min().item<int64_t>(), 0) << weight;
-    EXPECT_LE(levels.max().item<int64_t>(), 15) << weight;
+    const at::Tensor w = m->graph().findValue(weight)->initializer();
+    const quant::QParams p = m->quantizer(weight)->qparams();
+    const at::Tensor s = p.scale.to(at::kDouble).reshape({-1, 1, 1, 1});
+    const at::Tensor zp = p.zero_point.to(at::kDouble).reshape({-1, 1, 1, 1});
+    const at::Tensor want = at::clamp(at::floor(w.to(at::kDouble) / s + 0.5) + zp, 0, 15);
+    EXPECT_TRUE(at::equal(levels, want.to(at::kLong))) << weight << ": " << levels << want;
+    EXPECT_GT(levels.max().item<int64_t>(), levels.min().item<int64_t>()) << weight;
     const at::Tensor expected =
         m->quantizer(weight)->forward(m->graph().findValue(weight)->initializer());
     EXPECT_TRUE(at::equal(got.at(dq_name), expected)) << weight;

@@ -200,17 +200,21 @@ TEST(QOperatorOnnx, QuantizeMovesUpThroughReshapesSoTheProducerBecomesAnIntegerK
   const auto counts = opCounts(c.qop);
   EXPECT_EQ(counts.at("QLinearConv"), 1) << c.summary.float_ops.size();
   EXPECT_EQ(counts.count("Conv"), 0u);
+  // Both now move the integers the QLinearConv wrote: the Reshape reads it, the Transpose the
+  // Reshape.
+  int movers = 0;
   for (const Node* n : c.qop.nodes()) {
-    if (n->opType() == "Reshape" || n->opType() == "Transpose") {
-      // Both now move the integers the QLinearConv wrote.
-      const Node* p = n->input(0)->producer();
-      ASSERT_NE(p, nullptr);
-      EXPECT_TRUE(p->opType() == "QLinearConv" || p->opType() == "Reshape") << p->opType();
-    }
+    if (n->opType() != "Reshape" && n->opType() != "Transpose") continue;
+    ++movers;
+    const Node* p = n->input(0)->producer();
+    ASSERT_NE(p, nullptr) << n->opType();
+    EXPECT_EQ(p->opType(), n->opType() == "Reshape" ? "QLinearConv" : "Reshape");
   }
+  EXPECT_EQ(movers, 2);
   const at::Tensor x = at::randn({6, 2, 4, 4});
   const at::Tensor want = Executor(c.qdq).run({{"x", x}}).at("y");
   const at::Tensor got = Executor(c.qop).run({{"x", x}}).at("y");
+  ASSERT_GT(stepOf(c, "MatMul"), 0.0);  // the MatMul's unit has its input quantizer
   // One requantization apart at most: the MatMul stays float, reading one step of its input.
   EXPECT_LE((got - want).abs().max().item<double>(),
             1.01 *

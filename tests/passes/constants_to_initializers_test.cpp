@@ -10,15 +10,12 @@
 #include "exec/executor.h"
 #include "ir/onnx_import.h"
 #include "ir/verifier.h"
+#include "support/checks.h"
 
 namespace qforge::passes {
 namespace {
 
-size_t countOps(const Graph& g, const std::string& op) {
-  const std::vector<Node*> nodes = g.nodes();
-  return std::count_if(nodes.begin(), nodes.end(),
-                       [&](const Node* n) { return n->opType() == op; });
-}
+using testing::countOps;
 
 Node* addConstant(Graph& g, const std::string& out, Attribute value) {
   Node* node = g.addNode("Constant", {}, {out}, out + "_node");

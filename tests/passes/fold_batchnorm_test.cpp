@@ -11,9 +11,13 @@
 #include "exec/executor.h"
 #include "ir/onnx_import.h"
 #include "ir/verifier.h"
+#include "support/checks.h"
 
 namespace qforge::passes {
 namespace {
+
+using testing::countOps;
+using testing::expectClose;
 
 // Inference-mode BN parameters with variances and scales away from zero.
 struct BnParams {
@@ -54,21 +58,6 @@ Value* addGraphInput(Graph& g, const std::string& name) {
 at::Tensor runGraph(const Graph& g, const at::Tensor& x) {
   Executor executor(g);
   return executor({x}).at(0);
-}
-
-// max |actual - expected| <= rel * max |expected|: relative to the output's scale, so that
-// near-zero elements do not demand more than float32 accumulation gives.
-void expectClose(const at::Tensor& actual, const at::Tensor& expected, double rel) {
-  ASSERT_EQ(actual.sizes(), expected.sizes());
-  const double err = (actual - expected).abs().max().item<double>();
-  const double scale = expected.abs().max().item<double>();
-  EXPECT_LE(err, rel * scale) << "max abs error " << err << " for outputs up to " << scale;
-}
-
-size_t countOps(const Graph& g, const std::string& op) {
-  const std::vector<Node*> nodes = g.nodes();
-  return std::count_if(nodes.begin(), nodes.end(),
-                       [&](const Node* n) { return n->opType() == op; });
 }
 
 std::set<std::string> initializerNames(const Graph& g) {
