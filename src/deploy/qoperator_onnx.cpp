@@ -7,7 +7,6 @@
 #include <set>
 
 #include "core/error.h"
-#include "ir/onnx_import.h"
 #include "ir/verifier.h"
 #include "passes/fake_quantize_node.h"
 
@@ -479,7 +478,7 @@ at::Tensor int32BiasLevels(const at::Tensor& bias, const at::Tensor& x_scale,
 }
 
 Graph toQOperatorGraph(const Graph& qdq, QOperatorSummary* summary) {
-  Graph g = copyGraph(qdq);
+  Graph g = qdq.clone();
   Rewriter rewriter(g);
   rewriter.run();
   verifyGraph(g);

@@ -12,7 +12,6 @@
 #include <filesystem>
 
 #include "core/error.h"
-#include "ir/onnx_export.h"
 #include "ir/onnx_tensor.h"
 #include "ir/verifier.h"
 
@@ -242,11 +241,6 @@ Graph importOnnxFile(const std::string& path, const ImportOptions& options) {
   } catch (const Error& e) {
     throw e.within("'" + path + "'");
   }
-}
-
-Graph copyGraph(const Graph& graph) {
-  onnx::ModelProto proto = exportOnnxModel(graph);
-  return importOnnxModel(proto, "");
 }
 
 }  // namespace qforge

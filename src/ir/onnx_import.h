@@ -24,7 +24,4 @@ Graph importOnnxFile(const std::string& path, const ImportOptions& options = {})
 Graph importOnnxModel(onnx::ModelProto& model, const std::string& base_dir,
                       const ImportOptions& options = {});
 
-// A deep copy (the Graph type is move-only): exported to a ModelProto and imported again.
-Graph copyGraph(const Graph& graph);
-
 }  // namespace qforge
