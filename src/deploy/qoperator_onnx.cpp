@@ -7,6 +7,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "ir/onnx_import.h"
 #include "ir/verifier.h"
 #include "passes/fake_quantize_node.h"
 

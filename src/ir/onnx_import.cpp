@@ -12,6 +12,7 @@
 #include <filesystem>
 
 #include "core/error.h"
+#include "ir/onnx_export.h"
 #include "ir/onnx_tensor.h"
 #include "ir/verifier.h"
 
@@ -241,6 +242,11 @@ Graph importOnnxFile(const std::string& path, const ImportOptions& options) {
   } catch (const Error& e) {
     throw e.within("'" + path + "'");
   }
+}
+
+Graph copyGraph(const Graph& graph) {
+  onnx::ModelProto proto = exportOnnxModel(graph);
+  return importOnnxModel(proto, "");
 }
 
 }  // namespace qforge
