@@ -8,7 +8,6 @@
 
 #include "core/error.h"
 #include "ir/onnx_export.h"
-#include "ir/onnx_import.h"
 #include "ir/verifier.h"
 #include "passes/fake_quantize_node.h"
 #include "quant/fake_quantizers/derived_bias.h"
@@ -109,7 +108,7 @@ TensorEncoding encodingOf(quant::FakeQuantizer& q, TensorRole role) {
 }  // namespace
 
 DeployModel buildDeployModel(passes::PreparedModel& model) {
-  DeployModel out{copyGraph(model.graph()), {}};
+  DeployModel out{model.graph().clone(), {}};
   out.table.backend = model.backend().name;
   Graph& graph = out.graph;
   std::map<std::string, const passes::QuantPoint*> point_of;

@@ -3,7 +3,6 @@
 #include <ATen/ATen.h>
 
 #include "core/error.h"
-#include "ir/onnx_import.h"
 #include "ir/verifier.h"
 #include "passes/fake_quantize_node.h"
 
@@ -31,7 +30,7 @@ std::pair<at::Tensor, at::Tensor> bounds(const TensorEncoding& e, int64_t rank) 
 }  // namespace
 
 Graph toOpenVinoGraph(const DeployModel& model) {
-  Graph g = copyGraph(model.graph);
+  Graph g = model.graph.clone();
   for (const TensorEncoding& e : model.table.tensors) {
     if (e.role == TensorRole::Bias) continue;
     require(e.affine, "tensor '" + e.tensor + "' (quantizer '" + e.quantizer +

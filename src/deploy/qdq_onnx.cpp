@@ -5,7 +5,6 @@
 
 #include "core/error.h"
 #include "ir/onnx_export.h"
-#include "ir/onnx_import.h"
 #include "ir/verifier.h"
 #include "passes/fake_quantize_node.h"
 #include "quant/fake_quantizers/derived_bias.h"
@@ -193,7 +192,7 @@ class Lowerer {
 
 Graph toQdqGraph(passes::PreparedModel& model,
                  std::map<std::string, std::string>* quantized_values) {
-  Graph graph = copyGraph(model.graph());
+  Graph graph = model.graph().clone();
   Lowerer lowerer(graph, model);
   for (Node* n : graph.topologicalOrder()) {
     if (passes::isFakeQuantize(n)) lowerer.lower(n);

@@ -477,7 +477,7 @@ at::Tensor int32BiasLevels(const at::Tensor& bias, const at::Tensor& x_scale,
 }
 
 Graph toQOperatorGraph(const Graph& qdq, QOperatorSummary* summary) {
-  Graph g = copyGraph(qdq);
+  Graph g = qdq.clone();
   Rewriter rewriter(g);
   rewriter.run();
   verifyGraph(g);

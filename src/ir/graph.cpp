@@ -9,6 +9,37 @@
 
 namespace qforge {
 
+// Nodes by name; each list is in insertion order, because node names need not be unique while a
+// pass runs (the verifier demands it only of finished graphs) and findNode() returns the first.
+class NodeNameIndex {
+ public:
+  void add(const std::string& name, Node* node, uint64_t sequence) {
+    auto& list = by_name_[name];
+    const Entry entry{sequence, node};
+    list.insert(std::upper_bound(list.begin(), list.end(), entry,
+                                 [](const Entry& a, const Entry& b) { return a.first < b.first; }),
+                entry);
+  }
+
+  void remove(const std::string& name, const Node* node) {
+    auto it = by_name_.find(name);
+    if (it == by_name_.end()) return;
+    auto& list = it->second;
+    list.erase(
+        std::find_if(list.begin(), list.end(), [&](const Entry& e) { return e.second == node; }));
+    if (list.empty()) by_name_.erase(it);
+  }
+
+  Node* first(const std::string& name) const {
+    auto it = by_name_.find(name);
+    return it == by_name_.end() ? nullptr : it->second.front().second;
+  }
+
+ private:
+  using Entry = std::pair<uint64_t, Node*>;
+  std::unordered_map<std::string, std::vector<Entry>> by_name_;
+};
+
 std::string TensorType::str() const {
   std::ostringstream out;
   out << dtypeName(dtype);
@@ -37,6 +68,15 @@ void Value::setInitializer(at::Tensor tensor) {
   type.shape = std::move(dims);
 }
 
+void Node::setName(std::string name) {
+  if (name == name_) return;
+  if (name_index_ != nullptr) {
+    name_index_->remove(name_, this);
+    name_index_->add(name, this, sequence_);
+  }
+  name_ = std::move(name);
+}
+
 std::string Node::describe() const {
   std::string label = name_;
   if (label.empty() && !outputs_.empty() && outputs_[0] != nullptr) {
@@ -51,6 +91,70 @@ int64_t ModelInfo::opsetFor(const std::string& d) const {
     if ((domain_name == "ai.onnx" ? "" : domain_name) == key) return version;
   }
   return 0;
+}
+
+Graph::Graph() = default;
+Graph::~Graph() = default;
+Graph::Graph(Graph&&) noexcept = default;
+Graph& Graph::operator=(Graph&&) noexcept = default;
+
+namespace {
+
+at::Tensor deepCopy(const at::Tensor& t) {
+  return t.defined() ? t.detach().clone() : t;
+}
+
+Attributes deepCopy(const Attributes& attributes) {
+  Attributes copy;
+  for (Attribute a : attributes.all()) {
+    a.t = deepCopy(a.t);
+    for (at::Tensor& t : a.tensors)
+      t = deepCopy(t);
+    copy.set(std::move(a));
+  }
+  return copy;
+}
+
+}  // namespace
+
+Graph Graph::clone() const {
+  Graph copy;
+  copy.model = model;
+  std::unordered_map<const Value*, Value*> value_of;
+  for (const auto& v : values_) {
+    Value* c = copy.addValue(v->name_);
+    c->type = v->type;
+    c->doc_string = v->doc_string;
+    c->anonymous = v->anonymous;
+    c->initializer_ = deepCopy(v->initializer_);
+    value_of.emplace(v.get(), c);
+  }
+  auto copyOf = [&](const Value* v) { return v == nullptr ? nullptr : value_of.at(v); };
+  std::unordered_map<const Node*, Node*> node_of;
+  for (const auto& n : nodes_) {
+    Node* c = copy.appendNode(n->op_type_, n->domain_, n->name_);
+    c->attributes = deepCopy(n->attributes);
+    c->doc_string = n->doc_string;
+    c->metadata_props = n->metadata_props;
+    for (const Value* in : n->inputs_)
+      c->inputs_.push_back(copyOf(in));
+    for (const Value* out : n->outputs_)
+      c->outputs_.push_back(copyOf(out));
+    node_of.emplace(n.get(), c);
+  }
+  // Use lists are copied, not rebuilt, so that passes walking them see the same order.
+  for (const auto& v : values_) {
+    Value* c = value_of.at(v.get());
+    if (v->producer_ != nullptr) c->producer_ = node_of.at(v->producer_);
+    c->producer_index_ = v->producer_index_;
+    for (const Use& u : v->uses_)
+      c->uses_.push_back(Use{node_of.at(u.node), u.index});
+  }
+  for (const Value* in : inputs_)
+    copy.inputs_.push_back(copyOf(in));
+  for (const Value* out : outputs_)
+    copy.outputs_.push_back(copyOf(out));
+  return copy;
 }
 
 Value* Graph::addValue(const std::string& name) {
@@ -133,8 +237,7 @@ Node* Graph::addNode(const std::string& op_type, const std::vector<Value*>& inpu
     require(findValue(out) == nullptr,
             "value name '" + out + "' is defined more than once; " + "names must be unique");
   }
-  nodes_.push_back(std::unique_ptr<Node>(new Node(op_type, domain, name)));
-  Node* node = nodes_.back().get();
+  Node* node = appendNode(op_type, domain, name);
   for (size_t i = 0; i < inputs.size(); ++i) {
     node->inputs_.push_back(inputs[i]);
     if (inputs[i] != nullptr) inputs[i]->uses_.push_back(Use{node, i});
@@ -148,6 +251,18 @@ Node* Graph::addNode(const std::string& op_type, const std::vector<Value*>& inpu
   return node;
 }
 
+Node* Graph::appendNode(const std::string& op_type, const std::string& domain,
+                        const std::string& name) {
+  // A moved-from graph has no index; it gets a fresh one if it is used again.
+  if (node_index_ == nullptr) node_index_ = std::make_unique<NodeNameIndex>();
+  nodes_.push_back(std::unique_ptr<Node>(new Node(op_type, domain, name)));
+  Node* node = nodes_.back().get();
+  node->name_index_ = node_index_.get();
+  node->sequence_ = next_node_sequence_++;
+  node_index_->add(name, node, node->sequence_);
+  return node;
+}
+
 std::vector<Node*> Graph::nodes() const {
   std::vector<Node*> result;
   result.reserve(nodes_.size());
@@ -157,10 +272,7 @@ std::vector<Node*> Graph::nodes() const {
 }
 
 Node* Graph::findNode(const std::string& name) const {
-  for (const auto& n : nodes_) {
-    if (n->name() == name) return n.get();
-  }
-  return nullptr;
+  return node_index_ == nullptr ? nullptr : node_index_->first(name);
 }
 
 void Graph::setInput(Node* node, size_t index, Value* v) {
@@ -232,6 +344,7 @@ void Graph::removeNode(Node* node) {
     out->producer_ = nullptr;
   for (Value* out : outs)
     removeValue(out);
+  node_index_->remove(node->name_, node);
   nodes_.erase(std::find_if(nodes_.begin(), nodes_.end(),
                             [&](const std::unique_ptr<Node>& p) { return p.get() == node; }));
 }

@@ -22,6 +22,7 @@ namespace qforge {
 
 class Node;
 class Graph;
+class NodeNameIndex;
 
 // One dimension: a known size, a named symbolic size ("batch"), or unknown.
 struct Dim {
@@ -81,7 +82,8 @@ class Node {
   const std::string& opType() const { return op_type_; }
   const std::string& domain() const { return domain_; }  // "" is the default ONNX domain
   const std::string& name() const { return name_; }
-  void setName(std::string name) { name_ = std::move(name); }
+  // Also updates the owning graph's name index, so findNode() sees the new name at once.
+  void setName(std::string name);
 
   // Missing optional inputs are nullptr (ONNX writes them as "").
   const std::vector<Value*>& inputs() const { return inputs_; }
@@ -106,6 +108,10 @@ class Node {
   std::string name_;
   std::vector<Value*> inputs_;
   std::vector<Value*> outputs_;
+  // The owning graph's index (heap-allocated, so it stays put when the Graph is moved) and the
+  // node's place in insertion order, which decides findNode() among nodes sharing a name.
+  NodeNameIndex* name_index_ = nullptr;
+  uint64_t sequence_ = 0;
 };
 
 // Model-level fields that qforge keeps but does not interpret.
@@ -130,11 +136,18 @@ struct ModelInfo {
 
 class Graph {
  public:
-  Graph() = default;
+  Graph();
+  ~Graph();
+  // Copying is explicit (clone()): a copy of a large model is never made by accident.
   Graph(const Graph&) = delete;
   Graph& operator=(const Graph&) = delete;
-  Graph(Graph&&) = default;
-  Graph& operator=(Graph&&) = default;
+  Graph(Graph&&) noexcept;
+  Graph& operator=(Graph&&) noexcept;
+
+  // A deep copy: nodes in the same insertion order, values with names, types, doc strings and
+  // use lists in the same order, initializer and attribute tensors copied (detached: edits of
+  // the copy never reach the original), graph inputs/outputs, ModelInfo with its opaque fields.
+  Graph clone() const;
 
   ModelInfo model;
 
@@ -170,6 +183,7 @@ class Graph {
   // Nodes in insertion order (not necessarily topological; see topologicalOrder()).
   std::vector<Node*> nodes() const;
   size_t nodeCount() const { return nodes_.size(); }
+  // The first node (in insertion order) with this name, or nullptr; a hash lookup.
   Node* findNode(const std::string& name) const;
 
   // --- editing ------------------------------------------------------------------------------
@@ -196,9 +210,13 @@ class Graph {
   std::vector<Node*> topologicalOrder() const;
 
  private:
+  Node* appendNode(const std::string& op_type, const std::string& domain, const std::string& name);
+
   std::vector<std::unique_ptr<Node>> nodes_;
   std::vector<std::unique_ptr<Value>> values_;
   std::unordered_map<std::string, Value*> value_by_name_;
+  std::unique_ptr<NodeNameIndex> node_index_;
+  uint64_t next_node_sequence_ = 0;
   std::vector<Value*> inputs_;
   std::vector<Value*> outputs_;
 };

@@ -24,7 +24,9 @@ Graph importOnnxFile(const std::string& path, const ImportOptions& options = {})
 Graph importOnnxModel(onnx::ModelProto& model, const std::string& base_dir,
                       const ImportOptions& options = {});
 
-// A deep copy (the Graph type is move-only): exported to a ModelProto and imported again.
+// A copy treated as a loaded file would be: exported to a ModelProto and imported again, so ONNX
+// shape inference and the verifier run on it (for a graph built in code that should behave like
+// a model read from disk). A plain deep copy is Graph::clone().
 Graph copyGraph(const Graph& graph);
 
 }  // namespace qforge

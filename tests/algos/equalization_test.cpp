@@ -111,7 +111,7 @@ Graph convReluConv() {
 
 TEST(EqualizationTest, OnePairReachesTheClosedForm) {
   Graph g = convReluConv();
-  const Graph original = copyGraph(g);
+  const Graph original = g.clone();
   const at::Tensor w1 = weightOf(g, "conv1").clone(), w2 = weightOf(g, "conv2").clone();
   const at::Tensor b1 = g.findNode("conv1")->input(2)->initializer().clone();
 
@@ -172,7 +172,7 @@ Graph depthwiseChain() {
 
 TEST(EqualizationTest, ChainsConvergeJointlyThroughDepthwise) {
   Graph g = depthwiseChain();
-  const Graph original = copyGraph(g);
+  const Graph original = g.clone();
   EqualizationOptions options;
   options.high_bias_absorption = false;  // this test is about exact equivalence
   options.tolerance = 1e-9;
@@ -232,7 +232,7 @@ TEST_P(EqualizationGemmTest, GemmAfterFlattenTakesTheScales) {
   gemm->attributes.set(Attribute::makeInt("transB", c.trans_b ? 1 : 0));
   gemm->attributes.set(Attribute::makeFloat("alpha", 0.5));
   g.addOutput(gemm->output(0));
-  const Graph original = copyGraph(g);
+  const Graph original = g.clone();
 
   const EqualizationReport report = equalizeCrossLayer(g);
   ASSERT_EQ(report.pairs.size(), 1u);
@@ -277,7 +277,7 @@ TEST(EqualizationTest, HighBiasAbsorptionMovesBiasThroughRelu) {
   const at::Tensor beta = at::tensor({4.0f, 2.5f, -1.0f});
   Graph absorbed = highBiasGraph(beta);
   Graph plain = highBiasGraph(beta);
-  const Graph original = copyGraph(absorbed);
+  const Graph original = absorbed.clone();
   EqualizationOptions off;
   off.high_bias_absorption = false;
   equalizeCrossLayer(plain, off);
@@ -351,7 +351,7 @@ TEST(EqualizationTest, Relu6IsLeftAloneWithoutTheOption) {
 
 TEST(EqualizationTest, Relu6BecomesReluWithTheOption) {
   Graph g = relu6Graph();
-  const Graph original = copyGraph(g);
+  const Graph original = g.clone();
   EqualizationOptions options;
   options.relu6_to_relu = true;
   const EqualizationReport report = equalizeCrossLayer(g, options);

@@ -12,6 +12,7 @@
 #include "ir/onnx_import.h"
 #include "ir/verifier.h"
 #include "support/checks.h"
+#include "support/pass_harness.h"
 
 namespace qforge::passes {
 namespace {
@@ -275,19 +276,24 @@ TEST(FoldBatchNormTest, SharedWeightAndBiasAreCopiedNotChanged) {
   Executor before_run(s.g);
   const std::vector<at::Tensor> before = before_run({input});
 
-  EXPECT_EQ(foldBatchNorm(s.g), 1u);
-  EXPECT_EQ(countOps(s.g, "BatchNormalization"), 0u);
-  EXPECT_EQ(s.relu->input(0), s.conv_a->output(0));
-  EXPECT_EQ(s.conv_a->output(0)->name(), "a_out");  // not a graph output: keeps its name
-  // conv_b still reads the untouched originals; conv_a has its own folded copies.
-  EXPECT_EQ(s.conv_b->input(1)->name(), "shared.weight");
-  EXPECT_EQ(s.conv_b->input(2)->name(), "shared.bias");
+  // conv_a reads folded copies; conv_b still reads the untouched originals (values below).
+  // Weights are compared by shape here and numerically against PyTorch after.
+  testing::expectPassRewrites([](Graph& g) { EXPECT_EQ(foldBatchNorm(g), 1u); }, s.g, R"(
+    graph qforge
+      input %x
+      init %shared.weight: float32[4,3,1,1]
+      init %shared.bias: float32[4]
+      init %shared.weight_bn_folded: float32[4,3,1,1]
+      init %shared.bias_bn_folded: float32[4]
+      %a_out = Conv(%x, %shared.weight_bn_folded, %shared.bias_bn_folded)  # conv_a
+      %y = Relu(%a_out)  # relu
+      %z = Conv(%x, %shared.weight, %shared.bias)  # conv_b
+      output %y
+      output %z
+  )",
+                              /*max_values=*/0);
   EXPECT_TRUE(at::equal(s.conv_b->input(1)->initializer(), s.w));
   EXPECT_TRUE(at::equal(s.conv_b->input(2)->initializer(), s.b));
-  EXPECT_NE(s.conv_a->input(1), s.conv_b->input(1));
-  EXPECT_NE(s.conv_a->input(2), s.conv_b->input(2));
-  EXPECT_EQ(s.g.initializers().size(), 4u);  // BN's four parameters are gone
-  EXPECT_NO_THROW(verifyGraph(s.g));
 
   Executor after_run(s.g);
   const std::vector<at::Tensor> after = after_run({input});
@@ -303,12 +309,19 @@ TEST(FoldBatchNormTest, ChainedBatchNormsFoldOneAfterTheOther) {
   Graph g;
   Node* conv = g.addNode("Conv", {addGraphInput(g, "x"), g.addInitializer("w", w)}, {"c"}, "conv");
   Node* bn1 = addBatchNorm(g, conv->output(0), first, "bn1_out");
+  bn1->setName("bn1");  // node names are unique in a valid graph
   g.addOutput(addBatchNorm(g, bn1->output(0), second, "y")->output(0));
 
   const at::Tensor input = at::randn({1, 2, 5, 5});
-  EXPECT_EQ(foldBatchNorm(g), 2u);
-  expectFoldedInto(g, "conv");
-  EXPECT_EQ(g.initializers().size(), 2u);
+  testing::expectPassRewrites([](Graph& g) { EXPECT_EQ(foldBatchNorm(g), 2u); }, g, R"(
+    graph qforge
+      input %x
+      init %w: float32[3,2,3,3]
+      init %conv_bias: float32[3]
+      %y = Conv(%x, %w, %conv_bias)  # conv
+      output %y
+  )",
+                              /*max_values=*/0);
   expectClose(runGraph(g, input), second.apply(first.apply(at::conv2d(input, w))), 1e-5);
 }
 
