@@ -375,7 +375,6 @@ int QatTrainer::finish() {
   }
   executor_.reset();
   const int merged = passes::mergeSimulatedBatchNorm(model_);
-  model_.graphEdited();
   finished_ = true;
   return merged;
 }

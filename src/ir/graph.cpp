@@ -158,6 +158,7 @@ Graph Graph::clone() const {
 }
 
 Value* Graph::addValue(const std::string& name) {
+  ++structure_version_;
   require(!name.empty(), "a value needs a non-empty name");
   require(value_by_name_.count(name) == 0,
           "value name '" + name + "' is defined more than once; names must be unique");
@@ -193,6 +194,7 @@ Value* Graph::addInitializer(const std::string& name, at::Tensor tensor) {
 }
 
 void Graph::renameValue(Value* v, const std::string& name) {
+  ++structure_version_;
   if (v->name_ == name) return;
   require(!name.empty(), "a value needs a non-empty name");
   require(value_by_name_.count(name) == 0,
@@ -212,12 +214,15 @@ std::vector<Value*> Graph::initializers() const {
 }
 
 void Graph::addInput(Value* v) {
+  ++structure_version_;
   inputs_.push_back(v);
 }
 void Graph::addOutput(Value* v) {
+  ++structure_version_;
   outputs_.push_back(v);
 }
 void Graph::setOutputs(std::vector<Value*> outputs) {
+  ++structure_version_;
   outputs_ = std::move(outputs);
 }
 
@@ -253,6 +258,7 @@ Node* Graph::addNode(const std::string& op_type, const std::vector<Value*>& inpu
 
 Node* Graph::appendNode(const std::string& op_type, const std::string& domain,
                         const std::string& name) {
+  ++structure_version_;
   // A moved-from graph has no index; it gets a fresh one if it is used again.
   if (node_index_ == nullptr) node_index_ = std::make_unique<NodeNameIndex>();
   nodes_.push_back(std::unique_ptr<Node>(new Node(op_type, domain, name)));
@@ -276,6 +282,7 @@ Node* Graph::findNode(const std::string& name) const {
 }
 
 void Graph::setInput(Node* node, size_t index, Value* v) {
+  ++structure_version_;
   require(index < node->inputs_.size() || index == node->inputs_.size(),
           node->describe() + ": input slot " + std::to_string(index) + " is out of range");
   if (index == node->inputs_.size()) node->inputs_.push_back(nullptr);
@@ -289,6 +296,7 @@ void Graph::setInput(Node* node, size_t index, Value* v) {
 }
 
 void Graph::replaceAllUsesWith(Value* from, Value* to, bool include_graph_outputs) {
+  ++structure_version_;
   if (from == to) return;
   std::vector<Use> uses = from->uses_;
   for (const Use& u : uses)
@@ -324,6 +332,7 @@ Node* Graph::insertOnValue(Value* v, const std::string& op_type, const std::vect
 }
 
 void Graph::removeValue(Value* v) {
+  ++structure_version_;
   require(v->producer_ == nullptr && v->uses_.empty() && !isGraphInput(v) && !isGraphOutput(v),
           "cannot remove value '" + v->name() + "': it is still produced, used or a graph I/O");
   value_by_name_.erase(v->name_);
@@ -332,6 +341,7 @@ void Graph::removeValue(Value* v) {
 }
 
 void Graph::removeNode(Node* node) {
+  ++structure_version_;
   for (Value* out : node->outputs_) {
     require(
         out->uses_.empty() && !isGraphOutput(out),

@@ -151,6 +151,11 @@ class Graph {
 
   ModelInfo model;
 
+  // Changes with every edit of the graph's structure (nodes, their wiring, values and their
+  // names, graph inputs and outputs), not with initializer data or attributes: what was built
+  // over the structure (an executor's plan) is stale once it differs.
+  uint64_t structureVersion() const { return structure_version_; }
+
   // --- values -------------------------------------------------------------------------------
   // Creates a value; throws qforge::Error when the name is taken or empty.
   Value* addValue(const std::string& name);
@@ -217,6 +222,7 @@ class Graph {
   std::unordered_map<std::string, Value*> value_by_name_;
   std::unique_ptr<NodeNameIndex> node_index_;
   uint64_t next_node_sequence_ = 0;
+  uint64_t structure_version_ = 0;
   std::vector<Value*> inputs_;
   std::vector<Value*> outputs_;
 };

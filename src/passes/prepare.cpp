@@ -39,7 +39,9 @@ void PreparedModel::setMode(quant::FakeQuantMode mode) {
 }
 
 Executor& PreparedModel::executor() {
-  if (!executor_) {
+  if (!executor_ || executor_structure_ != graph_.structureVersion()) {
+    executor_.reset();
+    executor_structure_ = graph_.structureVersion();
     registry_ = std::make_unique<OpRegistry>(
         registryWithFakeQuantize([this](const std::string& name) { return quantizer(name); }));
     executor_ = std::make_unique<Executor>(graph_, ExecutorOptions{}, *registry_);

@@ -80,11 +80,10 @@ class PreparedModel {
   // off while the others calibrate, and on whenever quantization is.
   void setMode(quant::FakeQuantMode mode);
 
-  // The executor over the prepared graph (built on first use, with the FakeQuantize op).
+  // The executor over the prepared graph, with the FakeQuantize op. Built on first use, and built
+  // again when the graph's structure has changed since (Graph::structureVersion): an edit by any
+  // pass or caller is seen without bookkeeping, and hooks added to the old executor are gone.
   Executor& executor();
-  // Call after adding or removing nodes of graph(): the next executor() call builds a new
-  // executor over the edited graph (hooks added to the old one are gone with it).
-  void graphEdited() { executor_.reset(); }
 
  private:
   friend std::unique_ptr<PreparedModel> assemblePreparedModel(Graph, backends::BackendConfig,
@@ -103,6 +102,7 @@ class PreparedModel {
   std::map<std::string, std::unique_ptr<quant::FakeQuantizer>> quantizers_;
   std::unique_ptr<OpRegistry> registry_;
   std::unique_ptr<Executor> executor_;
+  uint64_t executor_structure_ = 0;  // graph_.structureVersion() when executor_ was built
 };
 
 // The placement passes, in the order prepare() runs them after the graph passes.

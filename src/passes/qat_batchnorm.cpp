@@ -510,7 +510,6 @@ int simulateBatchNormFolding(PreparedModel& model) {
     rewriteToSimulatedForm(graph, f);
   }
   if (!found.empty()) {
-    model.graphEdited();
     verifyGraph(graph);
   }
   return static_cast<int>(found.size());
@@ -533,7 +532,6 @@ int mergeSimulatedBatchNorm(PreparedModel& model) {
     }
   }
   if (merged > 0) {
-    model.graphEdited();
     verifyGraph(graph);
   }
   return merged;

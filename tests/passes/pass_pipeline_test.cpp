@@ -205,5 +205,29 @@ TEST(ZeroBiasUnderBatchNorm, BiasLengthIsTheOutputChannelCount) {
   }
 }
 
+// An edit of the prepared graph is seen by the next executor() call without bookkeeping: here a
+// Neg appended after the output (y' = -y); editing data alone keeps the executor.
+TEST(PreparedModel, ExecutorFollowsEditsOfTheGraphStructure) {
+  auto m = passes::prepare(testing::convReluConv(), testing::tinyBackend());
+  const at::Tensor x = at::randn({2, 2, 5, 5});
+  Executor* first = &m->executor();
+  const at::Tensor y = first->run({{"x", x}}).at("y");
+  EXPECT_EQ(&m->executor(), first);
+
+  Graph& g = m->graph();
+  const uint64_t version = g.structureVersion();
+  g.value("w2")->setInitializer(g.value("w2")->initializer() * 1);
+  EXPECT_EQ(g.structureVersion(), version);
+  EXPECT_EQ(&m->executor(), first);
+
+  Value* y_value = g.outputs().front();
+  Node* neg = g.addNode("Neg", {y_value}, {"minus_y"}, "neg");
+  g.setOutputs({neg->output(0)});
+  EXPECT_NE(g.structureVersion(), version);
+  const TensorMap out = m->executor().run({{"x", x}});
+  ASSERT_EQ(out.count("minus_y"), 1u);
+  EXPECT_TRUE(at::equal(out.at("minus_y"), -y));
+}
+
 }  // namespace
 }  // namespace qforge
