@@ -1,12 +1,7 @@
 // ProcessGroup over real processes on loopback: each rank fills known values and checks the
 // collectives' results against their closed forms; plus option checks, the world_size 1 no-op and
 // the timeouts when a rank never gets a peer.
-//
-// Multi-rank tests re-execute this test binary (/proc/self/exe) once per rank, filtered to the
-// running test, with the rank and master in the environment. Not fork(): by the time a test runs,
-// libtorch has started threads (its intra-op pool, OpenMP's) and a forked child keeps only the
-// forking thread, with any lock another thread held still held. A fresh exec starts clean, and
-// posix_spawn is safe to call from a threaded process.
+// Multi-rank tests run each rank in its own process (support/rank_processes.h).
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -27,144 +22,20 @@
 #include "algos/distributed.h"
 #include "core/error.h"
 #include "support/checks.h"
-
-extern char** environ;
+#include "support/rank_processes.h"
 
 namespace qforge::testing {
 namespace {
 
 using Clock = std::chrono::steady_clock;
 
-constexpr const char* kRankVariable = "QFORGE_TEST_DIST_RANK";
-constexpr const char* kWorldSizeVariable = "QFORGE_TEST_DIST_WORLD_SIZE";
-constexpr const char* kMasterVariable = "QFORGE_TEST_DIST_MASTER";
-
-// A port nothing listens on right now: the kernel picks one for a socket bound to port 0.
-int freeLoopbackPort() {
-  const int socket_fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  EXPECT_GE(socket_fd, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  address.sin_port = 0;
-  EXPECT_EQ(::bind(socket_fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
-  socklen_t length = sizeof(address);
-  EXPECT_EQ(::getsockname(socket_fd, reinterpret_cast<sockaddr*>(&address), &length), 0);
-  ::close(socket_fd);
-  return ntohs(address.sin_port);
-}
-
 std::string loopbackMaster(int port) {
   return "127.0.0.1:" + std::to_string(port);
 }
 
-// In a process spawned by runAsRanks: this rank's options. In the test process itself: nullopt.
-std::optional<algos::DistributedOptions> spawnedRank() {
-  const char* rank = std::getenv(kRankVariable);
-  if (!rank) return std::nullopt;
-  algos::DistributedOptions options;
-  options.rank = std::atoi(rank);
-  options.world_size = std::atoi(std::getenv(kWorldSizeVariable));
-  options.master = std::getenv(kMasterVariable);
-  options.timeout_seconds = 10;
-  return options;
-}
-
-std::string readFile(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-// Runs the current test once per rank, each in its own process, and fails it (showing the rank's
-// output) when a rank fails or is still running after `limit`.
-void runAsRanks(int world_size, std::chrono::seconds limit = std::chrono::seconds(15)) {
-  const ::testing::TestInfo* test = ::testing::UnitTest::GetInstance()->current_test_info();
-  const std::string filter =
-      std::string("--gtest_filter=") + test->test_suite_name() + "." + test->name();
-  const std::string master = loopbackMaster(freeLoopbackPort());
-
-  // The child's environment: ours, minus gtest's sharding (which could filter the test out), plus
-  // the rank variables.
-  std::vector<std::string> shared_environment;
-  for (char** variable = environ; *variable; ++variable) {
-    const std::string entry = *variable;
-    if (entry.rfind("GTEST_SHARD", 0) == 0 || entry.rfind("GTEST_TOTAL_SHARDS", 0) == 0) continue;
-    shared_environment.push_back(entry);
-  }
-  shared_environment.push_back(std::string(kWorldSizeVariable) + "=" + std::to_string(world_size));
-  shared_environment.push_back(std::string(kMasterVariable) + "=" + master);
-
-  std::vector<pid_t> children;
-  std::vector<std::filesystem::path> logs;
-  for (int rank = 0; rank < world_size; ++rank) {
-    std::vector<std::string> environment = shared_environment;
-    environment.push_back(std::string(kRankVariable) + "=" + std::to_string(rank));
-    std::vector<char*> envp;
-    for (std::string& entry : environment)
-      envp.push_back(entry.data());
-    envp.push_back(nullptr);
-    std::string program = "/proc/self/exe";
-    std::string filter_argument = filter;
-    std::vector<char*> argv{program.data(), filter_argument.data(), nullptr};
-
-    logs.push_back(std::filesystem::temp_directory_path() /
-                   ("qforge_distributed_test_" + std::to_string(::getpid()) + "_rank" +
-                    std::to_string(rank) + ".log"));
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, logs.back().c_str(),
-                                     O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
-    pid_t child = -1;
-    const int spawned =
-        ::posix_spawn(&child, program.c_str(), &actions, nullptr, argv.data(), envp.data());
-    posix_spawn_file_actions_destroy(&actions);
-    ASSERT_EQ(spawned, 0) << "could not start rank " << rank;
-    children.push_back(child);
-  }
-
-  const Clock::time_point deadline = Clock::now() + limit;
-  std::vector<std::optional<int>> statuses(world_size);
-  for (bool running = true; running;) {
-    running = false;
-    for (int rank = 0; rank < world_size; ++rank) {
-      if (statuses[rank]) continue;
-      int status = 0;
-      if (::waitpid(children[rank], &status, WNOHANG) == children[rank])
-        statuses[rank] = status;
-      else
-        running = true;
-    }
-    if (running && Clock::now() > deadline) {
-      for (int rank = 0; rank < world_size; ++rank) {
-        if (statuses[rank]) continue;
-        ::kill(children[rank], SIGKILL);
-        int status = 0;
-        ::waitpid(children[rank], &status, 0);
-        ADD_FAILURE() << "rank " << rank << " still ran after " << limit.count() << " s";
-        statuses[rank] = status;
-      }
-      running = false;
-    }
-    if (running) std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  for (int rank = 0; rank < world_size; ++rank) {
-    const int status = *statuses[rank];
-    const std::string output = readFile(logs[rank]);
-    // A passing exit alone could be a filter that matched nothing.
-    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0 &&
-                output.find("[  PASSED  ] 1 test") != std::string::npos)
-        << "rank " << rank << " failed; its output:\n"
-        << output;
-    std::filesystem::remove(logs[rank]);
-  }
-}
-
 TEST(Distributed, TwoRanksSumMeanBroadcastBarrierMax) {
-  const std::optional<algos::DistributedOptions> options = spawnedRank();
-  if (!options) return runAsRanks(2);
+  const std::optional<algos::DistributedOptions> options = spawnedRankOptions();
+  if (!options) return runThisTestAsRanks(2, std::chrono::seconds(15));
   algos::ProcessGroup group(*options);
   ASSERT_EQ(group.worldSize(), 2);
   const int r = group.rank();
@@ -217,8 +88,8 @@ TEST(Distributed, TwoRanksSumMeanBroadcastBarrierMax) {
 }
 
 TEST(Distributed, PeerThatLeftFailsTheCollectiveInsteadOfHanging) {
-  const std::optional<algos::DistributedOptions> options = spawnedRank();
-  if (!options) return runAsRanks(2);
+  const std::optional<algos::DistributedOptions> options = spawnedRankOptions();
+  if (!options) return runThisTestAsRanks(2, std::chrono::seconds(15));
   algos::ProcessGroup group(*options);
   if (group.rank() == 1) return;  // leaves: its sockets close with the process
   const std::string message = errorOf([&] { group.allReduceSum({at::ones({8})}); });
@@ -296,7 +167,7 @@ TEST(Distributed, BadOptionsNameTheFlag) {
 }
 
 TEST(Distributed, RankWithoutMasterTimesOutWithAClearError) {
-  algos::DistributedOptions options = optionsWith(2, 1, loopbackMaster(freeLoopbackPort()));
+  algos::DistributedOptions options = optionsWith(2, 1, loopbackMaster(unusedLoopbackPort()));
   options.timeout_seconds = 2;
   const Clock::time_point start = Clock::now();
   const std::string message = errorOf([&] { algos::ProcessGroup group(options); });
@@ -312,7 +183,7 @@ TEST(Distributed, RankWithoutMasterTimesOutWithAClearError) {
 }
 
 TEST(Distributed, MasterWithoutPeersTimesOutWithAClearError) {
-  algos::DistributedOptions options = optionsWith(2, 0, loopbackMaster(freeLoopbackPort()));
+  algos::DistributedOptions options = optionsWith(2, 0, loopbackMaster(unusedLoopbackPort()));
   options.timeout_seconds = 2;
   const Clock::time_point start = Clock::now();
   const std::string message = errorOf([&] { algos::ProcessGroup group(options); });

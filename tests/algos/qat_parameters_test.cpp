@@ -9,47 +9,12 @@
 #include "algos/qat.h"
 #include "algos/qat_parameters.h"
 #include "support/checks.h"
+#include "support/classifier_graphs.h"
 #include "support/quant_graphs.h"
 #include "support/tensor_dataset.h"
 
 namespace qforge::testing {
 namespace {
-
-void setShape(Value* v, std::vector<int64_t> dims) {
-  std::vector<Dim> shape{Dim::symbolic("N")};
-  for (int64_t d : dims)
-    shape.push_back(Dim::known(d));
-  v->type = TensorType{DType::Float, shape};
-}
-
-// x[N,1,6,6] -> Conv(cw) -> BatchNormalization -> Relu -> GlobalAveragePool -> Flatten
-// -> Gemm(fw, fb) -> y[N,3]
-Graph convBnClassifier() {
-  at::manual_seed(3);
-  Graph g;
-  Value* x = g.addValue("x");
-  setShape(x, {1, 6, 6});
-  g.addInput(x);
-  Node* conv =
-      g.addNode("Conv", {x, g.addInitializer("cw", at::randn({4, 1, 3, 3}) * 0.5)}, {"c"}, "conv");
-  Node* bn = g.addNode("BatchNormalization",
-                       {conv->output(0), g.addInitializer("gamma", at::rand({4}) + 0.5),
-                        g.addInitializer("beta", at::randn({4}) * 0.1),
-                        g.addInitializer("mean", at::randn({4}) * 0.1),
-                        g.addInitializer("var", at::rand({4}) + 0.5)},
-                       {"bn"}, "bn");
-  Node* relu = g.addNode("Relu", {bn->output(0)}, {"r"}, "relu");
-  Node* pool = g.addNode("GlobalAveragePool", {relu->output(0)}, {"p"}, "pool");
-  Node* flat = g.addNode("Flatten", {pool->output(0)}, {"f"}, "flatten");
-  Node* fc = g.addNode("Gemm",
-                       {flat->output(0), g.addInitializer("fw", at::randn({3, 4})),
-                        g.addInitializer("fb", at::zeros({3}))},
-                       {"y"}, "fc");
-  fc->attributes.set(Attribute::makeInt("transB", 1));
-  setShape(fc->output(0), {3});
-  g.addOutput(fc->output(0));
-  return g;
-}
 
 backends::BackendConfig backendWith(const std::string& fake_quantizer) {
   return tinyBackend({{"weight", {{"bits", 4}, {"fake_quantizer", fake_quantizer}}},
@@ -62,7 +27,7 @@ backends::BackendConfig backendWith(const std::string& fake_quantizer) {
 }
 
 std::unique_ptr<passes::PreparedModel> calibratedModel(const std::string& fake_quantizer) {
-  auto m = algos::prepareForQat(convBnClassifier(), backendWith(fake_quantizer));
+  auto m = algos::prepareForQat(convBnClassifier(3), backendWith(fake_quantizer));
   at::manual_seed(9);
   auto data =
       std::make_shared<TensorDataset>(at::randn({16, 1, 6, 6}), at::randint(0, 3, {16}, at::kLong));

@@ -11,6 +11,7 @@
 #include "algos/calibrate.h"
 #include "algos/qat.h"
 #include "core/error.h"
+#include "support/classifier_graphs.h"
 #include "support/quant_graphs.h"
 
 namespace qforge::testing {
@@ -32,54 +33,19 @@ class TensorDataset : public data::Dataset {
   at::Tensor inputs_, labels_;
 };
 
-void setShape(Value* v, std::vector<int64_t> dims) {
-  std::vector<Dim> shape{Dim::symbolic("N")};
-  for (int64_t d : dims)
-    shape.push_back(Dim::known(d));
-  v->type = TensorType{DType::Float, shape};
-}
-
 // x[N,4] -> Gemm(W[3,4], b, transB) -> y[N,3]
 Graph linearClassifier() {
   at::manual_seed(5);
   Graph g;
   Value* x = g.addValue("x");
-  setShape(x, {4});
+  setBatchedShape(x, {4});
   g.addInput(x);
   Value* w = g.addInitializer("w", at::randn({3, 4}));
   Value* b = g.addInitializer("b", at::randn({3}) * 0.1);
   Node* gemm = g.addNode("Gemm", {x, w, b}, {"y"}, "fc");
   gemm->attributes.set(Attribute::makeInt("transB", 1));
-  setShape(gemm->output(0), {3});
+  setBatchedShape(gemm->output(0), {3});
   g.addOutput(gemm->output(0));
-  return g;
-}
-
-// x[N,1,6,6] -> Conv(4) -> BatchNormalization -> Relu -> GlobalAveragePool -> Flatten -> Gemm -> y
-Graph convBnClassifier() {
-  at::manual_seed(7);
-  Graph g;
-  Value* x = g.addValue("x");
-  setShape(x, {1, 6, 6});
-  g.addInput(x);
-  Node* conv =
-      g.addNode("Conv", {x, g.addInitializer("cw", at::randn({4, 1, 3, 3}) * 0.5)}, {"c"}, "conv");
-  Node* bn = g.addNode("BatchNormalization",
-                       {conv->output(0), g.addInitializer("gamma", at::rand({4}) + 0.5),
-                        g.addInitializer("beta", at::randn({4}) * 0.1),
-                        g.addInitializer("mean", at::randn({4}) * 0.1),
-                        g.addInitializer("var", at::rand({4}) + 0.5)},
-                       {"bn"}, "bn");
-  Node* relu = g.addNode("Relu", {bn->output(0)}, {"r"}, "relu");
-  Node* pool = g.addNode("GlobalAveragePool", {relu->output(0)}, {"p"}, "pool");
-  Node* flat = g.addNode("Flatten", {pool->output(0)}, {"f"}, "flatten");
-  Node* fc = g.addNode("Gemm",
-                       {flat->output(0), g.addInitializer("fw", at::randn({3, 4})),
-                        g.addInitializer("fb", at::zeros({3}))},
-                       {"y"}, "fc");
-  fc->attributes.set(Attribute::makeInt("transB", 1));
-  setShape(fc->output(0), {3});
-  g.addOutput(fc->output(0));
   return g;
 }
 
@@ -261,7 +227,7 @@ TEST(Qat, LabelSmoothingIsPyTorchsSmoothedCrossEntropy) {
 
 TEST(Qat, TrainingLowersTheLossAndUpdatesBatchNormStatistics) {
   auto data = imageData(256);
-  auto m = calibrated(convBnClassifier(), data, lsqBackend());
+  auto m = calibrated(convBnClassifier(7), data, lsqBackend());
   const at::Tensor mean_before = m->graph().value("mean")->initializer().clone();
   algos::QatConfig c;
   c.epochs = 4;
@@ -288,7 +254,7 @@ TEST(Qat, TrainingLowersTheLossAndUpdatesBatchNormStatistics) {
 
 TEST(Qat, FrozenBatchNormKeepsItsRunningStatistics) {
   auto data = imageData(64);
-  auto m = calibrated(convBnClassifier(), data, lsqBackend());
+  auto m = calibrated(convBnClassifier(7), data, lsqBackend());
   const at::Tensor mean_before = m->graph().value("mean")->initializer().clone();
   const at::Tensor var_before = m->graph().value("var")->initializer().clone();
   algos::QatConfig c;
@@ -321,7 +287,7 @@ algos::QatConfig resumableConfig(const std::string& checkpoint) {
 }
 
 TrainedRun uninterrupted(const std::shared_ptr<data::Dataset>& data) {
-  auto m = calibrated(convBnClassifier(), data, lsqBackend());
+  auto m = calibrated(convBnClassifier(7), data, lsqBackend());
   algos::QatTrainer trainer(*m, resumableConfig(tempPath("full.pt")));
   const algos::QatReport r = trainer.train(data, {});
   return {snapshot(trainer), r.epochs};
@@ -342,7 +308,7 @@ TEST(Qat, AStoppedRunSavesItsPlaceAndResumesBitForBit) {
   const std::string path = tempPath("stopped.pt");
   std::atomic<bool> stop{false};
   {
-    auto m = calibrated(convBnClassifier(), data, lsqBackend());
+    auto m = calibrated(convBnClassifier(7), data, lsqBackend());
     algos::QatConfig c = resumableConfig(path);
     c.stop = &stop;
     algos::QatTrainer trainer(*m, c);
@@ -354,7 +320,7 @@ TEST(Qat, AStoppedRunSavesItsPlaceAndResumesBitForBit) {
     EXPECT_EQ(r.global_step, 8);
     EXPECT_EQ(r.epochs.size(), 1u);
   }
-  auto m = calibrated(convBnClassifier(), data, lsqBackend());
+  auto m = calibrated(convBnClassifier(7), data, lsqBackend());
   algos::QatTrainer trainer(*m, resumableConfig(path));
   trainer.resume(path);
   const algos::QatReport r = trainer.train(data, {});
@@ -369,13 +335,13 @@ TEST(Qat, ARunEndedByAStepLimitResumesBitForBit) {
   const TrainedRun full = uninterrupted(data);
   const std::string path = tempPath("limited.pt");
   {
-    auto m = calibrated(convBnClassifier(), data, lsqBackend());
+    auto m = calibrated(convBnClassifier(7), data, lsqBackend());
     algos::QatConfig c = resumableConfig(path);
     c.max_steps = 11;
     algos::QatTrainer trainer(*m, c);
     EXPECT_EQ(trainer.train(data, {}).global_step, 11);
   }
-  auto m = calibrated(convBnClassifier(), data, lsqBackend());
+  auto m = calibrated(convBnClassifier(7), data, lsqBackend());
   algos::QatTrainer trainer(*m, resumableConfig(path));
   trainer.resume(path);
   const algos::QatReport r = trainer.train(data, {});
@@ -386,13 +352,13 @@ TEST(Qat, ResumingWithOtherSettingsNamesThem) {
   auto data = imageData(32);
   const std::string path = tempPath("settings.pt");
   {
-    auto m = calibrated(convBnClassifier(), data, lsqBackend());
+    auto m = calibrated(convBnClassifier(7), data, lsqBackend());
     algos::QatConfig c = resumableConfig(path);
     c.max_steps = 1;
     algos::QatTrainer trainer(*m, c);
     trainer.train(data, {});
   }
-  auto m = calibrated(convBnClassifier(), data, lsqBackend());
+  auto m = calibrated(convBnClassifier(7), data, lsqBackend());
   algos::QatConfig other = resumableConfig(path);
   other.lr = 0.5;
   other.batch_size = 8;
@@ -409,7 +375,7 @@ TEST(Qat, ResumingWithOtherSettingsNamesThem) {
 
 TEST(Qat, ADamagedOrMissingCheckpointIsRefusedWithItsPath) {
   auto data = imageData(32);
-  auto m = calibrated(convBnClassifier(), data, lsqBackend());
+  auto m = calibrated(convBnClassifier(7), data, lsqBackend());
   algos::QatTrainer trainer(*m, resumableConfig(""));
   const std::string path = tempPath("damaged.pt");
   std::ofstream(path) << "not a checkpoint";
@@ -426,7 +392,7 @@ TEST(Qat, ADamagedOrMissingCheckpointIsRefusedWithItsPath) {
 TEST(Qat, RefusesAnUncalibratedModelAndTooLittleData) {
   passes::PrepareOptions options;
   options.fold_batchnorm = false;
-  auto raw = passes::prepare(convBnClassifier(), lsqBackend(), options);
+  auto raw = passes::prepare(convBnClassifier(7), lsqBackend(), options);
   try {
     algos::QatTrainer trainer(*raw, algos::QatConfig{});
     FAIL();
@@ -434,7 +400,7 @@ TEST(Qat, RefusesAnUncalibratedModelAndTooLittleData) {
     EXPECT_NE(std::string(e.what()).find("calibrat"), std::string::npos) << e.what();
   }
   auto data = imageData(40);
-  auto m = calibrated(convBnClassifier(), data, lsqBackend());
+  auto m = calibrated(convBnClassifier(7), data, lsqBackend());
   algos::QatConfig c;
   c.batch_size = 64;
   algos::QatTrainer trainer(*m, c);
@@ -453,7 +419,7 @@ TEST(Qat, RefusesAnUncalibratedModelAndTooLittleData) {
 TEST(Qat, RefusesABatchNormTheBackendFoldsThatWasNotRewrittenBeforeCalibration) {
   passes::PrepareOptions options;
   options.fold_batchnorm = false;
-  auto m = passes::prepare(convBnClassifier(), lsqBackend(), options);  // not prepareForQat
+  auto m = passes::prepare(convBnClassifier(7), lsqBackend(), options);  // not prepareForQat
   calibrateOn(*m, at::randn({8, 1, 6, 6}));
   try {
     algos::QatTrainer trainer(*m, algos::QatConfig{});
@@ -467,7 +433,7 @@ TEST(Qat, RefusesABatchNormTheBackendFoldsThatWasNotRewrittenBeforeCalibration) 
 
 TEST(Qat, FrozenWeightsTrainOnlyTheQuantizers) {
   auto data = imageData(64);
-  auto m = calibrated(convBnClassifier(), data, lsqBackend());
+  auto m = calibrated(convBnClassifier(7), data, lsqBackend());
   const at::Tensor fw = m->graph().value("fw")->initializer().clone();
   const at::Tensor gamma = m->graph().value("gamma")->initializer().clone();
   std::map<std::string, at::Tensor> scales;
@@ -559,7 +525,7 @@ TEST(Qat, ABatchNormReadingTheGraphInputTrainsWithoutAProducer) {
   at::manual_seed(9);
   Graph g;
   Value* x = g.addValue("x");
-  setShape(x, {4});
+  setBatchedShape(x, {4});
   g.addInput(x);
   Node* bn = g.addNode(
       "BatchNormalization",
@@ -571,7 +537,7 @@ TEST(Qat, ABatchNormReadingTheGraphInputTrainsWithoutAProducer) {
                         g.addInitializer("b", at::zeros({3}))},
                        {"y"}, "fc");
   fc->attributes.set(Attribute::makeInt("transB", 1));
-  setShape(fc->output(0), {3});
+  setBatchedShape(fc->output(0), {3});
   g.addOutput(fc->output(0));
   auto data = linearData(32);
   auto m = calibrated(std::move(g), data, lsqBackend());
@@ -584,7 +550,7 @@ TEST(Qat, ABatchNormReadingTheGraphInputTrainsWithoutAProducer) {
 TEST(Qat, CosineScheduleEndsNearZeroAndStepScheduleDecaysPerEpoch) {
   auto data = imageData(32);
   for (auto schedule : {algos::QatSchedule::Cosine, algos::QatSchedule::Step}) {
-    auto m = calibrated(convBnClassifier(), data, lsqBackend());
+    auto m = calibrated(convBnClassifier(7), data, lsqBackend());
     algos::QatConfig c;
     c.epochs = 2;
     c.batch_size = 16;
