@@ -67,6 +67,73 @@ std::pair<int64_t, int64_t> parseCrop(const std::string& s) {
   }
 }
 
+// The machine-readable summary printed by --json.
+nlohmann::json jsonReport(const EvalOptions& o, const std::string& data_description,
+                          const Scores& scores, double seconds, double model_seconds) {
+  const int64_t n = scores.samples;
+  nlohmann::json report;
+  report["model"] = o.model;
+  report["data"] = data_description;
+  report["samples"] = n;
+  report["batch"] = o.batch;
+  report["metric"] = scores.metric;
+  report["threads"] = at::get_num_threads();
+  report["seconds"] = seconds;
+  report["images_per_second"] = n / seconds;
+  report["model_seconds"] = model_seconds;
+  report["model_images_per_second"] = n / model_seconds;
+  if (o.noise > 0) report["noise"] = {{"sigma", o.noise}, {"seed", o.noise_seed}};
+  if (o.shuffle_seed) report["shuffle_seed"] = *o.shuffle_seed;
+  if (!o.dump_outputs.empty()) report["outputs_file"] = o.dump_outputs;
+  if (scores.metric == "top1") {
+    report["top1"] = static_cast<double>(scores.top1) / n;
+    report["top1_correct"] = scores.top1;
+    if (scores.has_top5) {
+      report["top5"] = static_cast<double>(scores.top5) / n;
+      report["top5_correct"] = scores.top5;
+    }
+  } else {
+    report["psnr_db"] = scores.psnr_sum / n;
+    report["mse"] = scores.mse_sum / n;
+    report["peak"] = o.peak;
+    if (scores.has_input_psnr) report["input_psnr_db"] = scores.input_psnr_sum / n;
+  }
+  return report;
+}
+
+// The human-readable summary printed by default.
+std::string textReport(const EvalOptions& o, const std::string& data_description,
+                       const Scores& scores, double seconds, double model_seconds) {
+  const int64_t n = scores.samples;
+  std::ostringstream out;
+  out << "model    " << o.model << "\ndata     " << data_description << " (" << n
+      << (n == 1 ? " sample" : " samples") << ", batch " << o.batch
+      << (o.shuffle_seed ? ", shuffled with seed " + std::to_string(*o.shuffle_seed) : "")
+      << (o.noise > 0 ? ", noise sigma " + nlohmann::json(o.noise).dump() : "") << ")\n";
+  char buf[160];
+  if (scores.metric == "top1") {
+    out << "top-1    " << percent(scores.top1, n) << "\n";
+    if (scores.has_top5) out << "top-5    " << percent(scores.top5, n) << "\n";
+  } else {
+    std::snprintf(buf, sizeof(buf), "psnr     %.2f dB (mean over samples, peak %g)",
+                  scores.psnr_sum / n, o.peak);
+    out << buf;
+    if (scores.has_input_psnr) {
+      std::snprintf(buf, sizeof(buf), "; the noisy input: %.2f dB", scores.input_psnr_sum / n);
+      out << buf;
+    }
+    std::snprintf(buf, sizeof(buf), "\nmse      %.6g\n", scores.mse_sum / n);
+    out << buf;
+  }
+  std::snprintf(buf, sizeof(buf),
+                "speed    %.0f images/s (model alone %.0f images/s), %.2f s, %d thread%s\n",
+                n / seconds, n / model_seconds, seconds, at::get_num_threads(),
+                at::get_num_threads() == 1 ? "" : "s");
+  out << buf;
+  if (!o.dump_outputs.empty()) out << "outputs  " << o.dump_outputs << "\n";
+  return out.str();
+}
+
 int runEval(const EvalOptions& o) {
   require(o.metric == "auto" || o.metric == "top1" || o.metric == "psnr",
           "--metric must be auto, top1 or psnr, not '" + o.metric + "'");
@@ -141,65 +208,12 @@ int runEval(const EvalOptions& o) {
   progress.clear();
   if (dump) dump->close();
 
-  const int64_t n = scores.samples;
-  nlohmann::json report;
-  report["model"] = o.model;
-  report["data"] = dataset->describe();
-  report["samples"] = n;
-  report["batch"] = o.batch;
-  report["metric"] = scores.metric;
-  report["threads"] = at::get_num_threads();
-  report["seconds"] = seconds;
-  report["images_per_second"] = n / seconds;
-  report["model_seconds"] = model_seconds;
-  report["model_images_per_second"] = n / model_seconds;
-  if (o.noise > 0) report["noise"] = {{"sigma", o.noise}, {"seed", o.noise_seed}};
-  if (o.shuffle_seed) report["shuffle_seed"] = *o.shuffle_seed;
-  if (!o.dump_outputs.empty()) report["outputs_file"] = o.dump_outputs;
-  if (scores.metric == "top1") {
-    report["top1"] = static_cast<double>(scores.top1) / n;
-    report["top1_correct"] = scores.top1;
-    if (scores.has_top5) {
-      report["top5"] = static_cast<double>(scores.top5) / n;
-      report["top5_correct"] = scores.top5;
-    }
-  } else {
-    report["psnr_db"] = scores.psnr_sum / n;
-    report["mse"] = scores.mse_sum / n;
-    report["peak"] = o.peak;
-    if (scores.has_input_psnr) report["input_psnr_db"] = scores.input_psnr_sum / n;
-  }
+  const std::string data_description = dataset->describe();
   if (o.json) {
-    std::cout << report.dump(2) << "\n";
+    std::cout << jsonReport(o, data_description, scores, seconds, model_seconds).dump(2) << "\n";
     return 0;
   }
-  std::ostringstream out;
-  out << "model    " << o.model << "\ndata     " << dataset->describe() << " (" << n
-      << (n == 1 ? " sample" : " samples") << ", batch " << o.batch
-      << (o.shuffle_seed ? ", shuffled with seed " + std::to_string(*o.shuffle_seed) : "")
-      << (o.noise > 0 ? ", noise sigma " + nlohmann::json(o.noise).dump() : "") << ")\n";
-  char buf[160];
-  if (scores.metric == "top1") {
-    out << "top-1    " << percent(scores.top1, n) << "\n";
-    if (scores.has_top5) out << "top-5    " << percent(scores.top5, n) << "\n";
-  } else {
-    std::snprintf(buf, sizeof(buf), "psnr     %.2f dB (mean over samples, peak %g)",
-                  scores.psnr_sum / n, o.peak);
-    out << buf;
-    if (scores.has_input_psnr) {
-      std::snprintf(buf, sizeof(buf), "; the noisy input: %.2f dB", scores.input_psnr_sum / n);
-      out << buf;
-    }
-    std::snprintf(buf, sizeof(buf), "\nmse      %.6g\n", scores.mse_sum / n);
-    out << buf;
-  }
-  std::snprintf(buf, sizeof(buf),
-                "speed    %.0f images/s (model alone %.0f images/s), %.2f s, %d thread%s\n",
-                n / seconds, n / model_seconds, seconds, at::get_num_threads(),
-                at::get_num_threads() == 1 ? "" : "s");
-  out << buf;
-  if (!o.dump_outputs.empty()) out << "outputs  " << o.dump_outputs << "\n";
-  std::cout << out.str();
+  std::cout << textReport(o, data_description, scores, seconds, model_seconds);
   return 0;
 }
 

@@ -10,6 +10,8 @@
 #include <cctype>
 #include <cstdint>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "exec/op_info.h"
@@ -110,35 +112,13 @@ std::vector<int64_t> perDimAttr(const OpContext& ctx, const std::string& name, i
   return v;
 }
 
-std::vector<at::Tensor> convTranspose(const OpContext& ctx) {
-  const at::Tensor& x = ctx.input(0);
-  const at::Tensor& w = ctx.input(1);
-  const int64_t group = ctx.attrInt("group", 1);
-  const int64_t rank = checkConvOperands(ctx, x, w, group);
-  // ConvTranspose's weight is (C, M/group, k...).
-  if (w.size(0) != x.size(1)) {
-    ctx.fail("weight W has " + std::to_string(w.size(0)) + " input channels (dim 0) but X has " +
-             std::to_string(x.size(1)));
-  }
-  const int64_t out_channels = w.size(1) * group;
-  at::Tensor bias;
-  if (ctx.hasInput(2)) {
-    bias = ctx.input(2);
-    checkBias(ctx, bias, out_channels);
-  }
-  const std::vector<int64_t> strides = perDimAttr(ctx, "strides", rank, 1);
-  const std::vector<int64_t> dilations = perDimAttr(ctx, "dilations", rank, 1);
-  const std::vector<int64_t> output_padding = perDimAttr(ctx, "output_padding", rank, 0);
-  for (int64_t i = 0; i < rank; ++i) {
-    if (strides[i] <= 0 || dilations[i] <= 0) ctx.fail("strides and dilations must be positive");
-    if (output_padding[i] < 0) ctx.fail("output_padding must not be negative");
-  }
-  const std::string auto_pad = ctx.attrString("auto_pad", "NOTSET");
-  if (auto_pad != "NOTSET" && auto_pad != "VALID" && auto_pad != "SAME_UPPER" &&
-      auto_pad != "SAME_LOWER") {
-    ctx.fail("auto_pad '" + auto_pad + "' is not one of NOTSET, SAME_UPPER, SAME_LOWER, VALID");
-  }
-
+// ConvTranspose's begin/end crop per spatial dim, from output_shape, auto_pad or pads (in that
+// order of precedence, as ONNX specifies); fails when the output would be empty.
+std::pair<std::vector<int64_t>, std::vector<int64_t>> convTransposePads(
+    const OpContext& ctx, const at::Tensor& x, const at::Tensor& w,
+    const std::vector<int64_t>& strides, const std::vector<int64_t>& dilations,
+    const std::vector<int64_t>& output_padding, const std::string& auto_pad) {
+  const int64_t rank = static_cast<int64_t>(strides.size());
   // Output size of the un-padded transposed convolution, per dim.
   std::vector<int64_t> full(rank);
   for (int64_t i = 0; i < rank; ++i) {
@@ -182,6 +162,42 @@ std::vector<at::Tensor> convTranspose(const OpContext& ctx) {
       ctx.fail("the output would be empty along spatial dim " + std::to_string(i));
     }
   }
+
+  return {pads_begin, pads_end};
+}
+
+std::vector<at::Tensor> convTranspose(const OpContext& ctx) {
+  const at::Tensor& x = ctx.input(0);
+  const at::Tensor& w = ctx.input(1);
+  const int64_t group = ctx.attrInt("group", 1);
+  const int64_t rank = checkConvOperands(ctx, x, w, group);
+  // ConvTranspose's weight is (C, M/group, k...).
+  if (w.size(0) != x.size(1)) {
+    ctx.fail("weight W has " + std::to_string(w.size(0)) + " input channels (dim 0) but X has " +
+             std::to_string(x.size(1)));
+  }
+  const int64_t out_channels = w.size(1) * group;
+  at::Tensor bias;
+  if (ctx.hasInput(2)) {
+    bias = ctx.input(2);
+    checkBias(ctx, bias, out_channels);
+  }
+  const std::vector<int64_t> strides = perDimAttr(ctx, "strides", rank, 1);
+  const std::vector<int64_t> dilations = perDimAttr(ctx, "dilations", rank, 1);
+  const std::vector<int64_t> output_padding = perDimAttr(ctx, "output_padding", rank, 0);
+  for (int64_t i = 0; i < rank; ++i) {
+    if (strides[i] <= 0 || dilations[i] <= 0) ctx.fail("strides and dilations must be positive");
+    if (output_padding[i] < 0) ctx.fail("output_padding must not be negative");
+  }
+  const std::string auto_pad = ctx.attrString("auto_pad", "NOTSET");
+  if (auto_pad != "NOTSET" && auto_pad != "VALID" && auto_pad != "SAME_UPPER" &&
+      auto_pad != "SAME_LOWER") {
+    ctx.fail("auto_pad '" + auto_pad + "' is not one of NOTSET, SAME_UPPER, SAME_LOWER, VALID");
+  }
+
+  std::vector<int64_t> pads_begin, pads_end;
+  std::tie(pads_begin, pads_end) =
+      convTransposePads(ctx, x, w, strides, dilations, output_padding, auto_pad);
 
   // ATen crops `padding` from both ends and then appends `output_padding` (< stride or dilation)
   // at the end; the ONNX crop [begin, end - output_padding] maps onto that when it fits.
