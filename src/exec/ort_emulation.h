@@ -10,7 +10,8 @@
 
 namespace qforge {
 
-// Built on first use; the ORT kernels themselves live in exec/ops/ort_integer.cpp.
+// Built on first use; the ORT kernels live in exec/ops/ort_integer.cpp (weighted ops) and
+// exec/ops/ort_integer_contrib.cpp (the weightless com.microsoft ops).
 const OpRegistry& ortEmulationRegistry();
 
 // Adds the ORT kernels to `registry` (which must not hold QuantizeLinear, QLinearConv or
