@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <map>
 
 #include "core/error.h"
 #include "core/files.h"
@@ -59,6 +60,29 @@ void checkBackendConstraints(const QuantTable& table, const backends::BackendCon
 
 namespace {
 
+// How each quantization unit of the prepared model runs in model.qoperator.onnx: the integer
+// kernel that took its anchor, or why it stays float. Units the QDQ lowering left without any
+// dequantized input (e.g. skipped ones) say so.
+nlohmann::json qoperatorUnits(const passes::PreparedModel& model, const QOperatorSummary& summary) {
+  nlohmann::json units = nlohmann::json::array();
+  for (const passes::UnitSummary& u : model.units()) {
+    nlohmann::json entry = {{"unit", u.name}, {"ops", u.ops}};
+    auto kernel = summary.kernel_of.find(u.name);
+    auto reason = summary.not_fused.find(u.name);
+    if (kernel != summary.kernel_of.end()) {
+      entry["kernel"] = kernel->second;
+    } else {
+      entry["kernel"] = nullptr;
+      entry["why"] = reason != summary.not_fused.end()
+                         ? reason->second
+                         : std::string(u.skipped ? "skipped by the configuration"
+                                                 : "it reads no quantized value");
+    }
+    units.push_back(entry);
+  }
+  return units;
+}
+
 // Every deploy file of `model`, written into `out_dir`.
 DeployResult writeDeployFiles(passes::PreparedModel& model, const DeployModel& deployable,
                               const std::string& out_dir, const WriterRegistry& writers) {
@@ -89,7 +113,8 @@ DeployResult writeDeployFiles(passes::PreparedModel& model, const DeployModel& d
       m["models"]["qoperator"] = "model.qoperator.onnx";
       m["qoperator"] = {{"integer_ops", summary.integer_ops},
                         {"fused_nodes", summary.fused_nodes},
-                        {"float_ops", summary.float_ops}};
+                        {"float_ops", summary.float_ops},
+                        {"units", qoperatorUnits(model, summary)}};
       if (!allEightBit(deployable.table)) {
         result.notes.push_back(
             "model.qoperator.onnx runs only the 8-bit groups as integer kernels; the others stay "

@@ -1,5 +1,6 @@
 // ONNX Runtime's QOperator form of a QDQ graph. Each DequantizeLinear -> op -> QuantizeLinear
-// group that ONNX Runtime has an integer kernel for becomes that kernel: QLinearConv,
+// group that ONNX Runtime has an integer kernel for becomes that kernel (one selector + action
+// rule per op type: deploy/qoperator_rules.h): QLinearConv,
 // QLinearMatMul, and the com.microsoft QGemm, QLinearAdd, QLinearMul, QLinearGlobalAveragePool,
 // QLinearAveragePool and QLinearConcat. Data movement (MaxPool, Reshape, Flatten, Transpose, ...)
 // runs on the 8-bit tensors themselves; whatever has no integer kernel stays float between
@@ -18,9 +19,12 @@
 namespace qforge::deploy {
 
 struct QOperatorSummary {
-  std::map<std::string, int> integer_ops;  // "QLinearConv" -> count
-  std::vector<std::string> fused_nodes;    // the QDQ graph's nodes now run by integer kernels
-  std::vector<std::string> float_ops;      // nodes left in float that read dequantized values
+  std::map<std::string, int> integer_ops;        // "QLinearConv" -> count
+  std::vector<std::string> fused_nodes;          // the QDQ graph's nodes now run by integer kernels
+  std::map<std::string, std::string> kernel_of;  // each of those -> its kernel ("QLinearConv")
+  std::vector<std::string> float_ops;            // nodes left in float that read dequantized values
+  // Each of those nodes by name, with why it stays float ("no QLinearConv: ..." or no kernel).
+  std::map<std::string, std::string> not_fused;
 };
 
 // A new graph; `qdq` is not changed. Value names of the QDQ graph's QuantizeLinear outputs are

@@ -60,6 +60,24 @@ TEST(Deploy, WritesBothOnnxFormsAndAManifestOfTensorsAndIntegerValues) {
   }
 }
 
+TEST(Deploy, ManifestSaysHowEachUnitRunsInTheQOperatorModel) {
+  // Inputs-only placement: conv1 feeds a quantized input, conv2 writes the float output.
+  auto m = calibrated(nlohmann::json::object());
+  const std::string dir = makeTempDir("deploy_units");
+  deploy::deployPreparedModel(*m, dir, builtinWriters());
+  const nlohmann::json units = deploy::readDeployManifest(dir)["qoperator"]["units"];
+  ASSERT_EQ(units.size(), m->units().size());
+  ASSERT_EQ(units.size(), 2u);
+  EXPECT_EQ(units[0]["unit"], "conv1");
+  EXPECT_EQ(units[0]["kernel"], "QLinearConv");
+  EXPECT_FALSE(units[0].contains("why"));
+  EXPECT_EQ(units[1]["unit"], "conv2");
+  EXPECT_TRUE(units[1]["kernel"].is_null());
+  const std::string why = units[1]["why"].get<std::string>();
+  EXPECT_NE(why.find("no QLinearConv"), std::string::npos) << why;
+  EXPECT_NE(why.find("QuantizeLinear"), std::string::npos) << why;
+}
+
 TEST(Deploy, EveryOnnxFileItWritesPassesOnnxsChecker) {
   auto m = calibrated(kIntegerPlacement);
   const std::string dir = makeTempDir("deploy_checker");

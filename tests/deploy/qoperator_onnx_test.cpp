@@ -8,6 +8,7 @@
 
 #include "deploy/qdq_onnx.h"
 #include "deploy/qoperator_onnx.h"
+#include "deploy/qoperator_rules.h"
 #include "exec/executor.h"
 #include "support/checks.h"
 #include "support/quant_graphs.h"
@@ -259,6 +260,56 @@ TEST(QOperatorOnnx, GroupsWithoutAnIntegerKernelStayFloat) {
   ASSERT_EQ(d.summary.float_ops.size(), 1u);
   EXPECT_NE(d.summary.float_ops.front().find("conv2"), std::string::npos)
       << d.summary.float_ops.front();
+}
+
+TEST(QOperatorOnnx, EachFloatNodeSaysWhyItHasNoIntegerKernel) {
+  // conv2's output y is not quantized (inputs-only placement): the Conv rule refuses, and says so.
+  Converted d = convert(convReluConv(), nlohmann::json::object(), at::randn({2, 2, 5, 5}));
+  ASSERT_EQ(d.summary.not_fused.size(), 1u);
+  const std::string why = d.summary.not_fused.at("conv2");
+  EXPECT_EQ(why.rfind("no QLinearConv: ", 0), 0u) << why;
+  EXPECT_NE(why.find("QuantizeLinear"), std::string::npos) << why;
+  EXPECT_EQ(d.summary.kernel_of.at("conv1"), "QLinearConv");
+  EXPECT_EQ(d.summary.kernel_of.count("conv2"), 0u);
+}
+
+TEST(QOperatorOnnx, OpsWithoutARuleAreNamedAsHavingNoKernel) {
+  // A Sigmoid between two quantized points reads a dequantized value; ONNX Runtime has no
+  // QLinearSigmoid in the default domain, so it stays float and the summary names the reason.
+  Graph g = convReluConv();
+  Value* y = g.value("y");
+  g.addNode("Sigmoid", {y}, {"s"}, "sigmoid");
+  g.setOutputs({g.value("s")});
+  Converted c = convert(std::move(g),
+                        {{"ops", {{"Sigmoid", "quantizable"}}},
+                         {"placement", {{"unit_inputs", true}, {"unit_outputs", true}}},
+                         {"constraints", {{"bias", {{"mode", "derived"}, {"bits", 32}}}}}},
+                        at::randn({2, 2, 5, 5}));
+  ASSERT_EQ(c.summary.not_fused.count("sigmoid"), 1u);
+  EXPECT_EQ(c.summary.not_fused.at("sigmoid"), "ONNX Runtime has no integer kernel for Sigmoid");
+  EXPECT_EQ(opCounts(c.qop).at("QLinearConv"), 2);
+}
+
+TEST(QOperatorOnnx, RulesCoverTheKernelsOnnxRuntimeHas) {
+  Graph g;
+  Value* a = g.addValue("a");
+  const std::map<std::string, std::string> want = {
+      {"Conv", "QLinearConv"},
+      {"MatMul", "QLinearMatMul"},
+      {"Gemm", "QGemm"},
+      {"Add", "QLinearAdd"},
+      {"Mul", "QLinearMul"},
+      {"AveragePool", "QLinearAveragePool"},
+      {"GlobalAveragePool", "QLinearGlobalAveragePool"},
+      {"Concat", "QLinearConcat"}};
+  for (const auto& [op, kernel] : want) {
+    const Node* n = g.addNode(op, {a}, {g.uniqueName("o")}, op);
+    const deploy::QOperatorRule* rule = deploy::qoperatorRuleFor(*n);
+    ASSERT_NE(rule, nullptr) << op;
+    EXPECT_EQ(std::string(rule->kernel), kernel);
+  }
+  EXPECT_EQ(deploy::qoperatorRuleFor(*g.addNode("Relu", {a}, {"r"}, "relu")), nullptr);
+  EXPECT_EQ(deploy::qoperatorRuleFor(*g.addNode("Conv", {a}, {"c"}, "c", "com.example")), nullptr);
 }
 
 }  // namespace

@@ -1,0 +1,198 @@
+// One rule per ONNX Runtime integer kernel. A selector only reads the graph and returns why it
+// refuses; its action is the only code that edits.
+#include "deploy/qoperator_rules.h"
+
+#include <ATen/ATen.h>
+
+namespace qforge::deploy {
+
+namespace {
+
+constexpr const char* kMicrosoft = "com.microsoft";
+
+const char* const kNotPerTensorInput =
+    "an input is not a per-tensor DequantizeLinear with constant parameters";
+const char* const kNoQuantizedOutput =
+    "its output (or its Relu/Clip's) is not read by exactly one per-tensor QuantizeLinear";
+
+// The output QuantizeLinear (and the activation before it) into `group`; false when there is none.
+bool takeOutput(const Node& op, const QOperatorRewrite& rewrite, KernelGroup& group) {
+  std::tie(group.quantize, group.activation) = rewrite.outputQuantize(&op);
+  return group.quantize != nullptr;
+}
+
+bool sameContainer(const Dq& x, const Node* q) {
+  return x.zero_point->initializer().scalar_type() == q->input(2)->initializer().scalar_type();
+}
+
+// The eight inputs QLinearConv, QLinearMatMul and the binary kernels start with.
+std::vector<Value*> twoInputsAndOutput(const KernelGroup& group) {
+  const Dq& a = group.inputs[0];
+  const Dq& b = group.inputs[1];
+  const Node* q = group.quantize;
+  return {a.q, a.scale, a.zero_point, b.q, b.scale, b.zero_point, q->input(1), q->input(2)};
+}
+
+std::string selectConv(Node& op, const QOperatorRewrite& rewrite, KernelGroup& group) {
+  auto x = perTensorDq(op.input(0));
+  auto w = dqOf(op.input(1));
+  if (!x || !w) return kNotPerTensorInput;
+  if (!constantIntegers(*w)) return "its weight is not constant int8/uint8";
+  if (!w->per_tensor && w->axis != 0) return "its weight is not quantized per output channel";
+  if (!takeOutput(op, rewrite, group)) return kNoQuantizedOutput;
+  if (!biasConvertible(op.input(2))) return "its bias is not a constant";
+  group.op = &op;
+  group.inputs = {*x, *w};
+  group.bias = op.input(2);
+  return "";
+}
+
+void applyConv(const KernelGroup& group, QOperatorRewrite& rewrite) {
+  std::vector<Value*> inputs = twoInputsAndOutput(group);
+  if (Value* bias = rewrite.int32Bias(group.bias, group.inputs[0], group.inputs[1]))
+    inputs.push_back(bias);
+  Node* k = rewrite.addKernel("QLinearConv", inputs, group.op);
+  k->attributes = group.op->attributes;
+  rewrite.finish(k, group);
+}
+
+std::string selectMatMul(Node& op, const QOperatorRewrite& rewrite, KernelGroup& group) {
+  auto a = perTensorDq(op.input(0));
+  auto b = dqOf(op.input(1));
+  if (!a || !b) return kNotPerTensorInput;
+  // Per-column scales: only a constant 2-D B quantized along its last axis.
+  if (!b->per_tensor && (!constantIntegers(*b) || b->q->initializer().dim() != 2 || b->axis != 1)) {
+    return "B is per channel but not a constant 2-D matrix quantized per column";
+  }
+  if (!takeOutput(op, rewrite, group)) return kNoQuantizedOutput;
+  group.op = &op;
+  group.inputs = {*a, *b};
+  return "";
+}
+
+void applyMatMul(const KernelGroup& group, QOperatorRewrite& rewrite) {
+  rewrite.finish(rewrite.addKernel("QLinearMatMul", twoInputsAndOutput(group), group.op), group);
+}
+
+std::string selectGemm(Node& op, const QOperatorRewrite& rewrite, KernelGroup& group) {
+  auto a = perTensorDq(op.input(0));
+  auto b = dqOf(op.input(1));
+  if (!a || !b) return kNotPerTensorInput;
+  if (!constantIntegers(*b)) return "B is not constant int8/uint8";
+  if (intAttr(&op, "transA", 0) != 0 || floatAttr(&op, "alpha", 1.0) != 1.0) {
+    return "QGemm takes neither transA nor alpha != 1";
+  }
+  if (op.input(2) != nullptr && floatAttr(&op, "beta", 1.0) != 1.0) {
+    return "QGemm takes no beta != 1";
+  }
+  const int64_t trans_b = intAttr(&op, "transB", 0);
+  if (!b->per_tensor && b->axis != (trans_b ? 0 : 1)) return "B is not quantized per column";
+  if (!biasConvertible(op.input(2))) return "its bias is not a constant";
+  takeOutput(op, rewrite, group);  // optional: QGemm may write float
+  group.op = &op;
+  group.inputs = {*a, *b};
+  group.bias = op.input(2);
+  return "";
+}
+
+void applyGemm(const KernelGroup& group, QOperatorRewrite& rewrite) {
+  const Dq& a = group.inputs[0];
+  const Dq& b = group.inputs[1];
+  std::vector<Value*> inputs = {
+      a.q, a.scale, a.zero_point, b.q, b.scale, b.zero_point, rewrite.int32Bias(group.bias, a, b)};
+  if (group.quantize != nullptr) {
+    inputs.push_back(group.quantize->input(1));
+    inputs.push_back(group.quantize->input(2));
+  }
+  Node* k = rewrite.addKernel("QGemm", inputs, group.op, kMicrosoft);
+  k->attributes.set(Attribute::makeInt("transB", intAttr(group.op, "transB", 0)));
+  if (group.quantize != nullptr) return rewrite.finish(k, group);
+  rewrite.finishFloat(k, group);
+}
+
+std::string selectBinary(Node& op, const QOperatorRewrite& rewrite, KernelGroup& group) {
+  auto a = perTensorDq(op.input(0));
+  auto b = perTensorDq(op.input(1));
+  if (!a || !b) return kNotPerTensorInput;
+  if (!takeOutput(op, rewrite, group)) return kNoQuantizedOutput;
+  if (!sameContainer(*a, group.quantize) || !sameContainer(*b, group.quantize)) {
+    return "its inputs and output are not all int8 or all uint8";
+  }
+  group.op = &op;
+  group.inputs = {*a, *b};
+  return "";
+}
+
+void applyBinary(const KernelGroup& group, QOperatorRewrite& rewrite) {
+  Node* k = rewrite.addKernel("QLinear" + group.op->opType(), twoInputsAndOutput(group), group.op,
+                              kMicrosoft);
+  rewrite.finish(k, group);
+}
+
+std::string selectPool(Node& op, const QOperatorRewrite& rewrite, KernelGroup& group) {
+  auto x = perTensorDq(op.input(0));
+  if (!x) return kNotPerTensorInput;
+  if (!takeOutput(op, rewrite, group)) return kNoQuantizedOutput;
+  if (!sameContainer(*x, group.quantize)) return "its input and output containers differ";
+  group.op = &op;
+  group.inputs = {*x};
+  return "";
+}
+
+void applyPool(const KernelGroup& group, QOperatorRewrite& rewrite) {
+  const Dq& x = group.inputs[0];
+  const Node* q = group.quantize;
+  Node* k = rewrite.addKernel("QLinear" + group.op->opType(),
+                              {x.q, x.scale, x.zero_point, q->input(1), q->input(2)}, group.op,
+                              kMicrosoft);
+  k->attributes = group.op->attributes;
+  k->attributes.set(Attribute::makeInt("channels_last", 0));
+  rewrite.finish(k, group);
+}
+
+std::string selectConcat(Node& op, const QOperatorRewrite& rewrite, KernelGroup& group) {
+  if (!takeOutput(op, rewrite, group)) return kNoQuantizedOutput;
+  for (Value* v : op.inputs()) {
+    auto x = perTensorDq(v);
+    if (!x) return kNotPerTensorInput;
+    if (!sameContainer(*x, group.quantize)) return "its inputs and output containers differ";
+    group.inputs.push_back(*x);
+  }
+  group.op = &op;
+  return "";
+}
+
+void applyConcat(const KernelGroup& group, QOperatorRewrite& rewrite) {
+  const Node* q = group.quantize;
+  std::vector<Value*> inputs = {q->input(1), q->input(2)};
+  for (const Dq& x : group.inputs)
+    inputs.insert(inputs.end(), {x.q, x.scale, x.zero_point});
+  Node* k = rewrite.addKernel("QLinearConcat", inputs, group.op, kMicrosoft);
+  k->attributes.set(Attribute::makeInt("axis", intAttr(group.op, "axis", 0)));
+  rewrite.finish(k, group);
+}
+
+const std::map<std::string, QOperatorRule>& rulesByOpType() {
+  static const std::map<std::string, QOperatorRule> rules = {
+      {"Conv", {"QLinearConv", selectConv, applyConv}},
+      {"MatMul", {"QLinearMatMul", selectMatMul, applyMatMul}},
+      {"Gemm", {"QGemm", selectGemm, applyGemm}},
+      {"Add", {"QLinearAdd", selectBinary, applyBinary}},
+      {"Mul", {"QLinearMul", selectBinary, applyBinary}},
+      {"AveragePool", {"QLinearAveragePool", selectPool, applyPool}},
+      {"GlobalAveragePool", {"QLinearGlobalAveragePool", selectPool, applyPool}},
+      {"Concat", {"QLinearConcat", selectConcat, applyConcat}},
+  };
+  return rules;
+}
+
+}  // namespace
+
+const QOperatorRule* qoperatorRuleFor(const Node& op) {
+  if (!op.domain().empty()) return nullptr;
+  const auto& rules = rulesByOpType();
+  auto it = rules.find(op.opType());
+  return it == rules.end() ? nullptr : &it->second;
+}
+
+}  // namespace qforge::deploy
