@@ -15,8 +15,10 @@
 #include <memory>
 #include <sstream>
 
+#include "algos/algo_passes.h"
 #include "cli/commands.h"
 #include "cli/eval_support.h"
+#include "core/strings.h"
 #include "pipelines/qat_pipeline.h"
 
 namespace qforge::cli {
@@ -163,6 +165,11 @@ std::pair<CLI::App*, std::function<int()>> addQatCommand(CLI::App& app) {
                   "backend's own)");
   sub->add_option("--config", o->config,
                   "Quantization config (.json, .yaml): bits, observers, overrides per node");
+  sub->add_option(
+      "--passes", o->passes,
+      "The prepare passes, comma-separated (default: " + passes::defaultPreparePasses(false) +
+          "); a list of graph passes only gets the placement passes appended. Known: " +
+          join(algos::builtinPasses().names()));
   sub->add_option("--optimizer", flags->optimizer, "sgd or adam")->capture_default_str();
   sub->add_option("--lr", t->lr, "Learning rate")->capture_default_str();
   sub->add_option("--momentum", t->momentum, "SGD momentum")->capture_default_str();

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <optional>
 
+#include "algos/algo_passes.h"
 #include "algos/calibrate.h"
 #include "algos/qat.h"
 #include "backends/backend_config.h"
@@ -92,6 +93,15 @@ void settle(QatRun& run) {
   run.world_size = run.group ? run.group->worldSize() : o.distributed.world_size;
   run.lead = run.rank == 0;
   run.backend = backends::loadBackend(o.backend);
+  run.prepare_options.passes = o.passes;
+  run.prepare_options.pass_registry = &algos::builtinPasses();
+  try {
+    passes::PrepareOptions as_trained = run.prepare_options;
+    as_trained.fold_batchnorm = false;    // what prepareForQat runs
+    passes::preparePipeline(as_trained);  // a bad list is refused before any work
+  } catch (const Error& e) {
+    throw e.within("--passes");
+  }
   if (!o.config.empty()) run.prepare_options.config = passes::loadQuantConfig(o.config);
   applyQatAlgorithm(o.algo, run.prepare_options.config);
 }

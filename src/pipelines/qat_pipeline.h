@@ -38,6 +38,9 @@ struct QatPipelineOptions {
   const Graph* graph = nullptr;
   std::string backend;  // a built-in backend's name or a backend .json file
   std::string config;   // a quantization config file (.json, .yaml); "" none
+  // The prepare pass list (--passes; names from algos::builtinPasses()); "" : prepare()'s
+  // default with BatchNormalization kept. Graph passes only get the placement passes appended.
+  std::string passes;
   // The fake quantizers trained: lsq, lsq+, pact, dsq, dorefa, tqt; "" the backend's own.
   std::string algo;
   DataSource data = "fashion-mnist:train";

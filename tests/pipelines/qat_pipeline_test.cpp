@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <filesystem>
 
@@ -156,6 +157,10 @@ TEST(QatPipeline, BadSettingsFailBeforeAnyFileIsWritten) {
             std::string::npos);
   EXPECT_EQ(failure([](pipelines::QatPipelineOptions& c) { c.algo = "lsqq"; }),
             "unknown QAT algorithm 'lsqq'; known: lsq, lsq+, pact, dsq, dorefa, tqt");
+  EXPECT_EQ(failure([](pipelines::QatPipelineOptions& c) {
+              c.passes = "fold-bn,nonsense";
+            }).rfind("--passes: ", 0),
+            0u);
   EXPECT_FALSE(std::filesystem::exists(t.o.out));
 
   // Too little data for one batch: the trainer refuses, and training's end hook still runs.
@@ -170,6 +175,21 @@ TEST(QatPipeline, BadSettingsFailBeforeAnyFileIsWritten) {
             }).find("5 samples, fewer than one batch of 8"),
             std::string::npos);
   EXPECT_EQ(ends, 1);
+}
+
+TEST(QatPipeline, RunsTheGivenGraphPassesThenPlacementKeepingBatchNorm) {
+  TinyQat t;
+  t.o.passes = "constants-to-initializers";
+  t.o.deploy = false;
+  t.o.training.epochs = 1;
+  const pipelines::QatPipelineResult r = pipelines::runQatPipeline(t.o);
+  std::vector<std::string> ran;
+  for (const passes::PassRecord& p : r.model->passRecords())
+    ran.push_back(p.name);
+  ASSERT_GE(ran.size(), 2u);
+  EXPECT_EQ(ran.front(), "constants-to-initializers");
+  EXPECT_EQ(std::count(ran.begin(), ran.end(), "fold-bn"), 0);  // QAT trains BatchNorm
+  EXPECT_EQ(std::count(ran.begin(), ran.end(), "insert-fake-quant"), 1);
 }
 
 TEST(QatPipeline, AlgorithmsSetTheQuantizersTheConfigDoesNotName) {
