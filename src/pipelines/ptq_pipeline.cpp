@@ -217,7 +217,7 @@ PtqResult runPtqPipeline(const PtqOptions& o, const ProgressCallback& progress) 
   }
   if (!o.config.empty()) prepare_options.config = passes::loadQuantConfig(o.config);
   Graph float_graph = loadFloatModel(o);
-  Graph to_prepare = loadFloatModel(o);
+  Graph to_prepare = float_graph.clone();  // the float graph stays for evaluation
 
   const auto prepare_start = Clock::now();
   result.model = passes::prepare(std::move(to_prepare), backend, prepare_options);

@@ -13,25 +13,10 @@
 #include "core/error.h"
 #include "support/classifier_graphs.h"
 #include "support/quant_graphs.h"
+#include "support/tensor_dataset.h"
 
 namespace qforge::testing {
 namespace {
-
-// Samples held in memory, labelled.
-class TensorDataset : public data::Dataset {
- public:
-  TensorDataset(at::Tensor inputs, at::Tensor labels)
-      : inputs_(std::move(inputs)), labels_(std::move(labels)) {}
-  int64_t size() const override { return inputs_.size(0); }
-  data::Sample get(int64_t i) override {
-    return {inputs_[i].clone(), labels_[i].item<int64_t>(), "sample " + std::to_string(i)};
-  }
-  bool hasLabels() const override { return true; }
-  std::string describe() const override { return "tensors"; }
-
- private:
-  at::Tensor inputs_, labels_;
-};
 
 // x[N,4] -> Gemm(W[3,4], b, transB) -> y[N,3]
 Graph linearClassifier() {
