@@ -71,7 +71,7 @@ std::string reportText(const pipelines::QatPipelineReport& r) {
   std::ostringstream out;
   char buf[256];
   out << "model      " << r.model << "\n";
-  out << "backend    " << r.backend << ", algorithm " << r.algorithm << ", "
+  out << "backend    " << r.backend << ", algorithm " << r.algorithm << ", loss " << r.loss << ", "
       << t.batchnorms_simulated << " Conv+BN trained with simulated folding\n";
   for (const algos::QatEpochResult& e : t.epochs) {
     const double train_top1 = e.train_top1 < 0 ? -1 : 100.0 * e.train_top1;
@@ -165,6 +165,14 @@ std::pair<CLI::App*, std::function<int()>> addQatCommand(CLI::App& app) {
                   "backend's own)");
   sub->add_option("--config", o->config,
                   "Quantization config (.json, .yaml): bits, observers, overrides per node");
+  sub->add_option("--loss", o->loss,
+                  "Training loss: auto (cross entropy for labelled data and [batch, classes] "
+                  "scores, else mse), cross-entropy, or mse / kl: distillation from the float "
+                  "model's output, no labels needed")
+      ->capture_default_str();
+  sub->add_option("--distill-temperature", o->distill_temperature,
+                  "Softening temperature of --loss kl")
+      ->capture_default_str();
   sub->add_option(
       "--passes", o->passes,
       "The prepare passes, comma-separated (default: " + passes::defaultPreparePasses(false) +

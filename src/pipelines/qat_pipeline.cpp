@@ -9,6 +9,7 @@
 #include "algos/algo_passes.h"
 #include "algos/calibrate.h"
 #include "algos/qat.h"
+#include "algos/qat_distillation.h"
 #include "backends/backend_config.h"
 #include "core/error.h"
 #include "core/files.h"
@@ -62,6 +63,7 @@ struct QatRun {
   passes::PrepareOptions prepare_options;
   std::optional<Graph> float_graph;
   std::optional<data::BatchLoader> eval_loader;
+  std::shared_ptr<data::Dataset> train_data;
   QatPipelineResult result;
 };
 
@@ -72,6 +74,8 @@ void settle(QatRun& run) {
   require(!run.out.empty(), "give --out DIR (or --resume DIR to continue a run there)");
   require(o.calib_batches > 0 && o.calib_batch > 0,
           "--calib-batches and --calib-batch must be at least 1");
+  require(o.loss == "auto" || o.loss == "cross-entropy" || o.loss == "mse" || o.loss == "kl",
+          "--loss: unknown loss '" + o.loss + "'; known: auto, cross-entropy, mse, kl");
   const double smoothing = o.training.label_smoothing;
   require(smoothing >= 0 && smoothing < 1,
           "--label-smoothing must be in [0, 1); got " + c10::str(smoothing));
@@ -185,14 +189,37 @@ void train(QatRun& run, algos::QatTrainer& trainer) {
     pause();
     return top1Percent(*run.eval_loader, [&t](const at::Tensor& x) { return t.infer(x); });
   };
-  auto train_data = openSource(o.data, *run.float_graph);
   data::LoaderOptions train_options =
       loaderOptionsFor(*run.float_graph, run.config.batch_size, o.limit);
   {
     TrainingScope scope(o);
-    run.result.report.training = trainer.train(train_data, train_options, on_step, evaluate);
+    run.result.report.training = trainer.train(run.train_data, train_options, on_step, evaluate);
   }
   pause();
+}
+
+// The float model writes class scores [batch, classes] (as far as its declared output says).
+bool writesClassScores(const Graph& g) {
+  const Value* out = g.outputs().front();
+  return !out->type.shape.has_value() || out->type.shape->size() == 2;
+}
+
+// The loss --loss names; "auto" picks cross entropy only where it can work. Empty: the trainer's
+// default (cross entropy with the config's label smoothing).
+algos::QatLoss chooseLoss(QatRun& run) {
+  const QatPipelineOptions& o = run.o;
+  std::string loss = o.loss;
+  if (loss == "auto") {
+    loss = run.train_data->hasLabels() && writesClassScores(*run.float_graph) ? "cross-entropy"
+                                                                              : "mse";
+  }
+  if (loss == "cross-entropy") {
+    run.result.report.loss = "cross entropy";
+    return {};
+  }
+  const algos::DistillationKind kind = algos::parseDistillationKind(loss);  // settle() checked
+  run.result.report.loss = std::string("distillation (") + algos::toString(kind) + ")";
+  return algos::distillationLoss(*run.float_graph, kind, o.distill_temperature);
 }
 
 // After training: BN merged, top-1 of the trained model, and on rank 0 the deploy files, the
@@ -229,7 +256,8 @@ QatPipelineResult runQatPipeline(const QatPipelineOptions& o, const ProgressCall
   QatRun run(o, progress);
   settle(run);
   prepareAndCalibrate(run);
-  algos::QatTrainer trainer(*run.result.model, run.config, {}, run.group);
+  run.train_data = openSource(o.data, *run.float_graph);
+  algos::QatTrainer trainer(*run.result.model, run.config, chooseLoss(run), run.group);
   if (!run.resume_checkpoint.empty()) trainer.resume(run.resume_checkpoint);
   train(run, trainer);
 

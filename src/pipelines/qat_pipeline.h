@@ -44,7 +44,12 @@ struct QatPipelineOptions {
   // The fake quantizers trained: lsq, lsq+, pact, dsq, dorefa, tqt; "" the backend's own.
   std::string algo;
   DataSource data = "fashion-mnist:train";
-  int64_t limit = 0;  // training samples per epoch (0: all)
+  // The training loss: "auto" (cross entropy when the data has labels and the model writes
+  // [batch, classes] scores, else distillation "mse"), "cross-entropy", "mse" or "kl" (both
+  // distill the float model's output: no labels needed).
+  std::string loss = "auto";
+  double distill_temperature = 1.0;  // KL's softening temperature
+  int64_t limit = 0;                 // training samples per epoch (0: all)
   // Epochs, batch size per rank, optimizer, schedule... The pipeline sets checkpoint_path
   // (OUT/checkpoint.pt); `stop` is the caller's (a signal handler's flag, say).
   algos::QatConfig training;

@@ -32,6 +32,7 @@ nlohmann::json qatReportJson(const QatPipelineReport& r) {
   j["model"] = r.model;
   j["backend"] = r.backend;
   j["algorithm"] = r.algorithm;
+  j["loss"] = r.loss;
   j["calibration"] = {{"data", r.calibration.data},
                       {"batches", r.calibration.batches},
                       {"samples", r.calibration.samples}};

@@ -18,6 +18,7 @@ struct QatPipelineReport {
   std::string model;      // the model file (or the name the caller gave an in-memory graph)
   std::string backend;    // the backend's name
   std::string algorithm;  // --algo, or "backend default"
+  std::string loss;       // "cross entropy", or "distillation (mse)" / "distillation (kl)"
   CalibrationSummary calibration;
   // Evaluation (rank 0, when asked): the data, and top-1 in percent of the float model and the
   // calibrated one (not on resume), and of the trained one (once finished).

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <filesystem>
 
 #include "core/files.h"
@@ -190,6 +191,35 @@ TEST(QatPipeline, RunsTheGivenGraphPassesThenPlacementKeepingBatchNorm) {
   EXPECT_EQ(ran.front(), "constants-to-initializers");
   EXPECT_EQ(std::count(ran.begin(), ran.end(), "fold-bn"), 0);  // QAT trains BatchNorm
   EXPECT_EQ(std::count(ran.begin(), ran.end(), "insert-fake-quant"), 1);
+}
+
+TEST(QatPipeline, WithoutLabelsTheLossDistillsTheFloatModel) {
+  TinyQat t;
+  t.o.data = std::make_shared<TensorDataset>(classifierInputs(32, 3), at::Tensor(), "unlabelled");
+  t.o.calib = classifierData(16, 3, "calib");
+  t.o.deploy = false;
+  const pipelines::QatPipelineResult r = pipelines::runQatPipeline(t.o);
+  EXPECT_EQ(r.report.loss, "distillation (mse)");
+  ASSERT_EQ(r.report.training.epochs.size(), 2u);
+  for (const algos::QatEpochResult& e : r.report.training.epochs) {
+    EXPECT_TRUE(std::isfinite(e.loss));
+    EXPECT_GE(e.loss, 0.0);
+    EXPECT_EQ(e.train_top1, -1);  // nothing to score without labels
+  }
+
+  // Labelled data keeps cross entropy; kl is there on request.
+  TinyQat labelled;
+  labelled.o.deploy = false;
+  EXPECT_EQ(pipelines::runQatPipeline(labelled.o).report.loss, "cross entropy");
+  TinyQat kl;
+  kl.o.deploy = false;
+  kl.o.loss = "kl";
+  EXPECT_EQ(pipelines::runQatPipeline(kl.o).report.loss, "distillation (kl)");
+  TinyQat bad;
+  bad.o.loss = "hinge";
+  EXPECT_EQ(errorOf([&] { pipelines::runQatPipeline(bad.o); }),
+            "--loss: unknown loss 'hinge'; known: auto, cross-entropy, mse, kl");
+  EXPECT_FALSE(std::filesystem::exists(bad.o.out));
 }
 
 TEST(QatPipeline, AlgorithmsSetTheQuantizersTheConfigDoesNotName) {

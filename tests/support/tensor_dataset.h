@@ -1,4 +1,5 @@
-// A labelled dataset held in memory, for tests that feed pipelines and trainers their own data.
+// A dataset held in memory, for tests that feed pipelines and trainers their own data; labelled
+// unless `labels` is undefined.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -16,9 +17,10 @@ class TensorDataset : public data::Dataset {
       : inputs_(std::move(inputs)), labels_(std::move(labels)), name_(std::move(name)) {}
   int64_t size() const override { return inputs_.size(0); }
   data::Sample get(int64_t i) override {
-    return {inputs_[i].clone(), labels_[i].item<int64_t>(), "sample " + std::to_string(i)};
+    const int64_t label = labels_.defined() ? labels_[i].item<int64_t>() : -1;
+    return {inputs_[i].clone(), label, "sample " + std::to_string(i)};
   }
-  bool hasLabels() const override { return true; }
+  bool hasLabels() const override { return labels_.defined(); }
   std::string describe() const override { return name_; }
 
  private:
