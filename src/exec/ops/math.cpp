@@ -75,7 +75,8 @@ std::vector<at::Tensor> cumSum(const OpContext& ctx) {
   const bool reverse = ctx.attrInt("reverse", 0) != 0;
   at::Tensor y = reverse ? at::flip(x, {axis}) : x;
   // Keep the input type: ATen would widen integer sums to int64.
-  y = at::cumsum(y, axis, x.scalar_type());
+  y = ops::viaFloat32IfHalf(
+      y, [axis](const at::Tensor& t) { return at::cumsum(t, axis, t.scalar_type()); });
   if (exclusive && x.size(axis) > 0) {
     // Element j sums elements 0..j-1: shift by one, zero first (exact, no subtraction).
     y = at::cat({at::zeros_like(y.narrow(axis, 0, 1)), y.narrow(axis, 0, x.size(axis) - 1)}, axis);

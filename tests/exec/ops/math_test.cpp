@@ -139,6 +139,9 @@ TEST(MathOpsTest, CumSumDirectionsAndTypes) {
                     i32({4, 5, 6, 0, 0, 0}, {2, 3}));
   expectTensorEqual(run1({"CumSum", 11, {f32({0.5f, 0.25f}).to(at::kDouble), axis.new_zeros({})}}),
                     f32({0.5f, 0.75f}).to(at::kDouble));
+  expectTensorEqual(
+      run1({"CumSum", 14, {f32({0.5f, 0.25f, 1.f}).to(at::kHalf), axis.new_zeros({})}}),
+      f32({0.5f, 0.75f, 1.75f}).to(at::kHalf));
 }
 
 TEST(MathOpsTest, CumSumErrors) {
