@@ -126,6 +126,11 @@ const OpRegistry& OpRegistry::builtin() {
     registerResizeOps(r);
     registerQuantizedOps(r);
     registerOpenVinoOps(r);
+    registerMathOps(r);
+    registerLogicOps(r);
+    registerMoreActivationOps(r);
+    registerMoreReductionOps(r);
+    registerSignalOps(r);
     return r;
   }();
   return registry;

@@ -158,5 +158,10 @@ void registerShapeOps(OpRegistry& registry);      // Reshape, Transpose, Concat,
 void registerResizeOps(OpRegistry& registry);     // Resize, Upsample, Pad
 void registerQuantizedOps(OpRegistry& registry);  // QuantizeLinear, QLinearConv, ...
 void registerOpenVinoOps(OpRegistry& registry);   // org.openvinotoolkit FakeQuantize
+void registerMathOps(OpRegistry& registry);       // Sin, Mod, Sum, CumSum, Det, Trilu, Size...
+void registerLogicOps(OpRegistry& registry);      // And, Or, Xor, Not, BitShift, IsInf, IsNaN
+void registerMoreActivationOps(OpRegistry& registry);  // Selu, Celu, Softplus, Hardmax...
+void registerMoreReductionOps(OpRegistry& registry);   // ReduceL1, ReduceProd..., LRN, MVN
+void registerSignalOps(OpRegistry& registry);          // DFT, STFT, windows, MelWeightMatrix
 
 }  // namespace qforge

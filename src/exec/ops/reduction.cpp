@@ -1,12 +1,13 @@
 // ReduceMean, ReduceSum, ReduceMax and ReduceMin.
 #include <ATen/ATen.h>
 
-#include <algorithm>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "exec/op_info.h"
 #include "exec/ops/common.h"
+#include "exec/ops/reduce_axes.h"
 
 namespace qforge {
 
@@ -41,34 +42,15 @@ at::Tensor reduce(Reduction kind, const at::Tensor& x, const std::vector<int64_t
   return {};
 }
 
-// `axes_from_input`: the axes come from optional input 1 (ReduceSum 13+, the others 18+), where
-// `noop_with_empty_axes` = 1 turns "no axes" into the identity. Otherwise from the attribute.
+// The axes come from optional input 1 when `axes_from_input`, else from the attribute (see
+// ops::reduceDims).
 Lowering reduction(Reduction kind, bool axes_from_input) {
   return [kind, axes_from_input](const OpContext& ctx) -> std::vector<at::Tensor> {
     const at::Tensor& x = ctx.input(0);
     const bool keepdims = ctx.attrInt("keepdims", 1) != 0;
-    std::vector<int64_t> axes;
-    if (axes_from_input) {
-      if (ctx.hasInput(1)) axes = ops::toInt64Vector(ctx.input(1));
-      if (axes.empty() && ctx.attrInt("noop_with_empty_axes", 0) != 0) return {x};
-    } else {
-      axes = ctx.attrInts("axes", {});
-    }
-    const int64_t rank = x.dim();
-    std::vector<int64_t> dims;
-    for (int64_t axis : axes) {
-      const int64_t d = ops::normalizeAxis(ctx, axis, rank);
-      if (std::find(dims.begin(), dims.end(), d) != dims.end()) {
-        ctx.fail("axis " + std::to_string(axis) + " is listed twice in axes");
-      }
-      dims.push_back(d);
-    }
-    if (axes.empty()) {
-      // No axes: reduce over all of them.
-      for (int64_t d = 0; d < rank; ++d) {
-        dims.push_back(d);
-      }
-    }
+    const std::optional<std::vector<int64_t>> reduced = ops::reduceDims(ctx, axes_from_input);
+    if (!reduced) return {x};
+    const std::vector<int64_t>& dims = *reduced;
     if (kind == Reduction::Max || kind == Reduction::Min) {
       for (int64_t d : dims) {
         if (x.size(d) == 0) {
