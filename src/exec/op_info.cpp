@@ -126,6 +126,10 @@ const OpRegistry& OpRegistry::builtin() {
     registerResizeOps(r);
     registerQuantizedOps(r);
     registerOpenVinoOps(r);
+    registerSelectionOps(r);
+    registerScatterGatherOps(r);
+    registerSpaceOps(r);
+    registerDetectionOps(r);
     return r;
   }();
   return registry;

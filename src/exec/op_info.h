@@ -158,5 +158,9 @@ void registerShapeOps(OpRegistry& registry);      // Reshape, Transpose, Concat,
 void registerResizeOps(OpRegistry& registry);     // Resize, Upsample, Pad
 void registerQuantizedOps(OpRegistry& registry);  // QuantizeLinear, QLinearConv, ...
 void registerOpenVinoOps(OpRegistry& registry);   // org.openvinotoolkit FakeQuantize
+void registerSelectionOps(OpRegistry& registry);  // ArgMax, TopK, NonZero, Unique, Compress
+void registerScatterGatherOps(OpRegistry& registry);  // GatherElements/ND, Scatter*, OneHot...
+void registerSpaceOps(OpRegistry& registry);  // DepthToSpace, SpaceToDepth, MaxUnpool, GridSample
+void registerDetectionOps(OpRegistry& registry);  // NonMaxSuppression, RoiAlign
 
 }  // namespace qforge
