@@ -155,6 +155,8 @@ std::vector<at::Tensor> scatterElements(const OpContext& ctx) {
   const at::Tensor index = elementIndices(ctx, data, indices, axis);
   const std::string reduce = scatterReduction(ctx);
   if (reduce.empty()) return {at::scatter(data, axis, index, updates)};
+  // scatter_add is scatter_reduce's "sum" without its beta-API warning.
+  if (reduce == "sum") return {at::scatter_add(data, axis, index, updates)};
   return {at::scatter_reduce(data, axis, index, updates, reduce, /*include_self=*/true)};
 }
 
@@ -185,6 +187,8 @@ std::vector<at::Tensor> scatterNd(const OpContext& ctx) {
   const std::string reduce = scatterReduction(ctx);
   if (reduce.empty()) {
     table.index_put_({rows}, rows_of_updates);
+  } else if (reduce == "sum") {
+    table.index_add_(0, rows, rows_of_updates);
   } else {
     table.scatter_reduce_(0, rows.unsqueeze(1).expand({count, row_size}), rows_of_updates, reduce,
                           /*include_self=*/true);
