@@ -131,6 +131,10 @@ const OpRegistry& OpRegistry::builtin() {
     registerMoreActivationOps(r);
     registerMoreReductionOps(r);
     registerSignalOps(r);
+    registerSelectionOps(r);
+    registerScatterGatherOps(r);
+    registerSpaceOps(r);
+    registerDetectionOps(r);
     return r;
   }();
   return registry;

@@ -163,5 +163,9 @@ void registerLogicOps(OpRegistry& registry);      // And, Or, Xor, Not, BitShift
 void registerMoreActivationOps(OpRegistry& registry);  // Selu, Celu, Softplus, Hardmax...
 void registerMoreReductionOps(OpRegistry& registry);   // ReduceL1, ReduceProd..., LRN, MVN
 void registerSignalOps(OpRegistry& registry);          // DFT, STFT, windows, MelWeightMatrix
+void registerSelectionOps(OpRegistry& registry);       // ArgMax, TopK, NonZero, Unique, Compress
+void registerScatterGatherOps(OpRegistry& registry);   // GatherElements/ND, Scatter*, OneHot...
+void registerSpaceOps(OpRegistry& registry);  // DepthToSpace, SpaceToDepth, MaxUnpool, GridSample
+void registerDetectionOps(OpRegistry& registry);  // NonMaxSuppression, RoiAlign
 
 }  // namespace qforge

@@ -45,4 +45,17 @@ inline NodeFacts factsOf(const std::string& op_type, int64_t opset,
   return facts;
 }
 
+// The boolean facts of `op_type` at `opset` other than having weights.
+inline std::set<std::string> trueFacts(const std::string& op_type, int64_t opset) {
+  std::set<std::string> facts = factsOf(op_type, opset).set;
+  facts.erase("weighted");
+  return facts;
+}
+
+// What the output's sign follows for `op_type` at `opset` with `attributes`.
+inline OutputSign outputSignOf(const std::string& op_type, int64_t opset,
+                               const std::vector<Attribute>& attributes = {}) {
+  return factsOf(op_type, opset, attributes).sign;
+}
+
 }  // namespace qforge::testing
