@@ -138,8 +138,8 @@ std::map<std::string, at::Tensor> BatchLoader::arraysOf(const Sample& s) const {
                                   "the sample has shape " + shapeString(t.sizes().vec()));
       t = t.reshape({});
     } else if (!matches(t.sizes().vec(), in.shape)) {
-      throw Error(what + ": sample shape " + shapeString(t.sizes().vec()) +
-                  " does not match the model input " + shapeString(in.shape) +
+      throw Error(origin + ": sample shape " + shapeString(t.sizes().vec()) +
+                  " does not match the model input '" + in.name + "' " + shapeString(in.shape) +
                   " (one sample, without the batch axis)");
     }
     if (!at::isFloatingType(in.dtype) && at::isFloatingType(t.scalar_type())) {
@@ -148,8 +148,8 @@ std::map<std::string, at::Tensor> BatchLoader::arraysOf(const Sample& s) const {
     }
     if (at::isFloatingType(t.scalar_type()) && !at::isfinite(t).all().item<bool>()) {
       const int64_t bad = (~at::isfinite(t)).sum().item<int64_t>();
-      throw Error(what + ": " + std::to_string(bad) + " NaN/Inf value" + (bad == 1 ? "" : "s") +
-                  " in the sample");
+      throw Error(origin + ": " + std::to_string(bad) + " NaN/Inf value" + (bad == 1 ? "" : "s") +
+                  " in the sample of input '" + in.name + "'");
     }
     out[in.name] = t.to(in.dtype).contiguous();
   }

@@ -267,6 +267,45 @@ class PerInputDataset : public Dataset {
   const Dataset* labelled_ = nullptr;
 };
 
+// Per-input preprocessing: x * scale + shift on every sample of one input's source.
+class AffineDataset : public Dataset {
+ public:
+  AffineDataset(std::shared_ptr<Dataset> inner, double scale, double shift)
+      : inner_(std::move(inner)), scale_(scale), shift_(shift) {}
+  int64_t size() const override { return inner_->size(); }
+  bool hasLabels() const override { return inner_->hasLabels(); }
+  std::string describe() const override { return inner_->describe(); }
+  Sample get(int64_t index) override {
+    Sample s = inner_->get(index);
+    const auto apply = [&](at::Tensor& t) { t = t.to(at::kFloat) * scale_ + shift_; };
+    if (s.input.defined()) apply(s.input);
+    for (auto& [name, t] : s.inputs)
+      apply(t);
+    return s;
+  }
+
+ private:
+  std::shared_ptr<Dataset> inner_;
+  double scale_, shift_;
+};
+
+// "SPEC|scale=S|shift=B": the source and its preprocessing.
+std::shared_ptr<Dataset> openWithPreprocessing(const std::string& spec,
+                                               const DataOptions& options) {
+  const std::vector<std::string> parts = splitOn(spec, '|');
+  double scale = 1, shift = 0;
+  for (size_t i = 1; i < parts.size(); ++i) {
+    const size_t eq = parts[i].find('=');
+    const std::string key = eq == std::string::npos ? parts[i] : parts[i].substr(0, eq);
+    require(eq != std::string::npos && (key == "scale" || key == "shift"),
+            "'" + spec + "': '" + parts[i] + "' is not scale=S or shift=B");
+    (key == "scale" ? scale : shift) = parseNumber(parts[i].substr(eq + 1), "'" + spec + "'");
+  }
+  auto dataset = openDataset(parts[0], options);
+  if (parts.size() == 1) return dataset;
+  return std::make_shared<AffineDataset>(std::move(dataset), scale, shift);
+}
+
 const InputSpec* findInput(const std::vector<InputSpec>& inputs, const std::string& name) {
   for (const InputSpec& in : inputs) {
     if (in.name == name) return &in;
@@ -298,7 +337,7 @@ bool isPerInputSpec(const std::string& spec) {
     if (spec.rfind(prefix, 0) == 0) return false;
   }
   // A path with '=' in a file name keeps its '/' before it.
-  return spec.substr(0, eq).find_first_of("/,; ") == std::string::npos;
+  return spec.substr(0, eq).find_first_of("/,;| ") == std::string::npos;
 }
 
 std::vector<std::pair<std::string, std::string>> splitPerInput(const std::string& spec) {
@@ -339,7 +378,7 @@ std::shared_ptr<Dataset> openPerInput(const std::string& spec, const DataOptions
                                            "' has a nested NAME=SPEC; separate inputs with ';'");
     const bool constant = sub_spec.rfind("const:", 0) == 0;
     try {
-      sources.push_back({name, sub_spec, openDataset(sub_spec, sub), constant});
+      sources.push_back({name, sub_spec, openWithPreprocessing(sub_spec, sub), constant});
     } catch (const Error& e) {
       throw e.within("input '" + name + "'");
     }

@@ -13,7 +13,8 @@
 //   const:VALUE           VALUE in every element, in the input's dtype and shape (open dims 1)
 //   NAME=SPEC;NAME=SPEC   one source per model input, zipped sample by sample: every source but
 //                         the constants must have the same number of samples; labels come from
-//                         the first labelled one
+//                         the first labelled one. SPEC|scale=S|shift=B preprocesses that input:
+//                         x * S + B (after the image options, which apply to every image input)
 #pragma once
 
 #include <memory>

@@ -44,7 +44,10 @@ std::string gainMapModel(const std::string& dir) {
 const char kData[] = "'x=random:normal,count=12,seed=4;gain=const:2'";
 
 nlohmann::json jsonOf(const CliResult& r) {
-  return nlohmann::json::parse(r.out.substr(r.out.find('{')));
+  const size_t start = r.out.find('{');
+  EXPECT_NE(start, std::string::npos) << r.out;
+  return start == std::string::npos ? nlohmann::json::object()
+                                    : nlohmann::json::parse(r.out.substr(start));
 }
 
 TEST(MultiInputDataCli, QuantizeEvalAndVerifyFeedEveryInputOneSampleAtATime) {

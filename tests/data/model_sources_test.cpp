@@ -107,6 +107,17 @@ TEST(ModelSourcesTest, FolderOfNpzAndPerInputSourcesWithAConstant) {
   EXPECT_EQ(b.feeds.at("rate").item<int64_t>(), 22050);
   EXPECT_TRUE(at::equal(b.feeds.at("audio")[2], at::full({2, 3}, 2.0f)));
 
+  // Per-input preprocessing: audio * 0.5 - 1.
+  auto scaled = openDataset("audio=folder:" + dir + "/audio|scale=0.5|shift=-1;rate=const:22050",
+                            dataFor(audioModel()));
+  BatchLoader scaled_loader(scaled, loaderFor(audioModel(), 3));
+  EXPECT_TRUE(at::equal(scaled_loader.next()->feeds.at("audio")[2], at::full({2, 3}, 0.0f)));
+  expectErrorWith(
+      [&] {
+        openDataset("audio=folder:" + dir + "/audio|gain=2;rate=const:1", dataFor(audioModel()));
+      },
+      {"'gain=2' is not scale=S or shift=B"});
+
   expectErrorWith([&] { openDataset("audio=folder:" + dir + "/audio", dataFor(audioModel())); },
                   {"nothing for the model input 'rate'", "rate=const:VALUE"});
   expectErrorWith([&] { openDataset(spec + ";speed=const:1", dataFor(audioModel())); },
@@ -116,6 +127,7 @@ TEST(ModelSourcesTest, FolderOfNpzAndPerInputSourcesWithAConstant) {
       {"input 'rate'", "const:0.5", "integer"});
   expectErrorWith([&] { splitPerInput("a=x.npy;a=y.npy"); }, {"names input 'a' twice"});
   EXPECT_FALSE(isPerInputSpec("data/a=b.npy"));
+  EXPECT_FALSE(isPerInputSpec("a.npy|scale=2"));
   EXPECT_FALSE(isPerInputSpec("random:normal,seed=3"));
 }
 
@@ -126,7 +138,7 @@ TEST(ModelSourcesTest, MismatchesNameInputFileAndExpectedShape) {
   auto ds = openDataset("audio=folder:" + dir + "/audio;rate=const:8000", dataFor(audioModel()));
   BatchLoader loader(ds, loaderFor(audioModel(), 1));
   expectErrorWith([&] { loader.next(); },
-                  {"0.npy", "input 'audio'", "sample shape [3,2]", "model input [2,3]"});
+                  {"0.npy", "sample shape [3,2]", "model input 'audio' [2,3]"});
 
   // A one-array source for a two-input model says how to give both.
   writeBytes(dir + "/one.npy", floatNpy("(1, 2, 3)", std::vector<float>(6, 1.0f)));
