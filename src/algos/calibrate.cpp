@@ -2,6 +2,7 @@
 
 #include <chrono>
 
+#include "algos/model_feeds.h"
 #include "core/error.h"
 #include "core/strings.h"
 
@@ -39,7 +40,7 @@ CalibrationResult calibrate(passes::PreparedModel& model, data::BatchLoader& loa
                             int64_t batches, const CalibrationProgress& progress) {
   require(batches > 0, "calibration needs at least one batch");
   const auto start = std::chrono::steady_clock::now();
-  const Value& input = dataInput(model.graph());
+  const int64_t fixed_batch = fixedBatch(model.graph());
   Executor& executor = model.executor();
   model.setMode(quant::FakeQuantMode::Calibration);
   CalibrationResult result;
@@ -47,9 +48,9 @@ CalibrationResult calibrate(passes::PreparedModel& model, data::BatchLoader& loa
   while (result.batches < batches) {
     auto batch = loader.next();
     if (!batch) break;
-    executor.run({{input.name(), batch->inputs}}, {});
+    runInBatches(executor, feedsOf(*batch, model.graph()), {}, fixed_batch);
     ++result.batches;
-    result.samples += batch->inputs.size(0);
+    result.samples += static_cast<int64_t>(batch->indices.size());
     if (progress) progress(result.batches, planned, result.samples);
   }
   require(result.batches > 0,

@@ -21,9 +21,10 @@ struct CalibrationResult {
   double seconds = 0;
 };
 
-// Feeds up to `batches` batches from `loader` (from its current position) to the model's one
-// data input. Throws qforge::Error when the loader yields nothing, and names every quantizer
-// that saw no data (a value the calibration data never reached).
+// Feeds up to `batches` batches from `loader` (from its current position) to the model's
+// inputs (every one, from the batch's feeds; in runs of a fixed batch dim's size). Throws
+// qforge::Error when the loader yields nothing, and names every quantizer that saw no data (a value
+// the calibration data never reached).
 CalibrationResult calibrate(passes::PreparedModel& model, data::BatchLoader& loader,
                             int64_t batches, const CalibrationProgress& progress = {});
 

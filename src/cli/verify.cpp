@@ -1,14 +1,18 @@
 // `qforge verify DIR --data SOURCE`: the deployed models in ONNX Runtime against qforge's
-// simulation and integer emulation on the same inputs (verify/verify.h). Exit 0 when every
-// criterion holds (top-1 agreement and accuracy gap against the simulation, exact elements and
-// largest difference against the emulation), 1 otherwise.
+// simulation and integer emulation on the same inputs (verify/verify.h), streamed in steps of
+// bounded size. Exit 0 when every criterion holds (against the simulation: top-1 agreement and
+// accuracy gap for classifier outputs, SQNR, cosine, p99 difference and optionally IoU for the
+// others; against the emulation: exact elements and largest difference), 1 otherwise.
 #include <unistd.h>
 #include <nlohmann/json.hpp>
 
+#include <cmath>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <sstream>
 
+#include "algos/model_feeds.h"
 #include "cli/commands.h"
 #include "cli/eval_support.h"
 #include "exec/ort_emulation.h"
@@ -31,6 +35,11 @@ struct VerifyCliOptions {
   double min_agreement = 0.999;
   double max_accuracy_gap = 0.0005;
   double min_exact = 0.999;
+  double min_sqnr = 30;
+  double min_cosine = 0.999;
+  double max_p99_steps = 1.0;
+  std::optional<double> iou_threshold;
+  double min_iou = 0.99;
   bool json = false;
   bool quiet = false;
 };
@@ -41,23 +50,44 @@ std::string percent(double fraction) {
   return buf;
 }
 
+std::string number(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.4g", v);
+  return buf;
+}
+
+// "  output 'y' (classifier)  top-1 agree 64/64 (100.00%)  sqnr 41.2 dB  cos 0.99990  max 1
+// steps  p99 0  exact 99.90%"
+std::string outputLine(const verify::OutputComparison& o) {
+  std::string line = "           output '" + o.output + "'";
+  if (o.classifier) {
+    line += "  top-1 agree " + std::to_string(o.top1_agree) + "/" + std::to_string(o.samples) +
+            " (" + percent(static_cast<double>(o.top1_agree) / o.samples) + ")";
+  }
+  line += "  sqnr " + (std::isfinite(o.sqnr_db) ? number(o.sqnr_db) + " dB" : "inf") + "  cos " +
+          number(o.cosine) + "  max " + number(o.max_steps) + " steps  p99 " + number(o.p99_steps) +
+          "  exact " + percent(o.exact_fraction);
+  if (o.iou) line += "  iou " + number(*o.iou);
+  return line + "\n";
+}
+
 std::string reportText(const verify::VerifyReport& r) {
   std::ostringstream out;
   char buf[256];
-  out << "samples    " << r.samples << "\n";
+  out << "samples    " << r.samples << " (steps of " << r.batch
+      << (r.fixed_batch > 0 ? ", model batch fixed at " + std::to_string(r.fixed_batch) : "")
+      << ")\n";
   for (const auto& [path, top1] : r.accuracy)
     out << "top-1      " << percent(top1) << "  " << path << "\n";
   std::snprintf(buf, sizeof(buf), "step       %.6g (%s)\n", r.step, r.step_source.c_str());
   out << buf;
   for (const verify::Comparison& c : r.comparisons) {
-    std::snprintf(buf, sizeof(buf),
-                  "%-10s ORT vs %-10s  top-1 agree %lld/%lld (%s)  max %.3g steps  p99 %.3g  "
-                  "exact %s%s\n",
-                  c.model.c_str(), c.reference.c_str(), static_cast<long long>(c.top1_agree),
-                  static_cast<long long>(c.samples),
-                  percent(static_cast<double>(c.top1_agree) / c.samples).c_str(), c.max_steps,
-                  c.p99_steps, percent(c.exact_fraction).c_str(), c.judged ? "" : "  (diagnostic)");
+    std::snprintf(buf, sizeof(buf), "%-10s ORT vs %-10s  max %.3g steps  p99 %.3g  exact %s%s\n",
+                  c.model.c_str(), c.reference.c_str(), c.max_steps, c.p99_steps,
+                  percent(c.exact_fraction).c_str(), c.judged ? "" : "  (diagnostic)");
     out << buf;
+    for (const verify::OutputComparison& o : c.outputs)
+      out << outputLine(o);
     const auto line = [&](const char* what, const verify::Divergence& d) {
       std::snprintf(buf, sizeof(buf),
                     "           %s: tensor '%s'%s, up to %.0f steps, %.2f%% of it > 1 step "
@@ -72,40 +102,52 @@ std::string reportText(const verify::VerifyReport& r) {
     if (c.divergence) line("first divergence > 1 step", *c.divergence);
     if (c.largest && c.largest->share_off > 0) line("most elements off", *c.largest);
   }
+  for (const verify::Criterion& c : r.criteria) {
+    out << "criterion  " << (c.passed ? "ok    " : "FAILED") << "  " << c.comparison << ", output '"
+        << c.output << "': " << c.metric << " " << number(c.value) << (c.at_least ? " >= " : " <= ")
+        << number(c.threshold) << "\n";
+  }
   for (const std::string& n : r.notes)
     out << "note       " << n << "\n";
   return out.str();
 }
 
+// Samples per streamed step: --batch, cut so that one step's inputs stay within 4 MiB (the
+// activations of every path scale with it), in whole multiples of a fixed batch dim.
+int64_t boundedBatch(const Graph& graph, data::Dataset& dataset, int64_t batch) {
+  constexpr int64_t kStepBytes = 4 << 20;
+  const data::Sample first = dataset.get(0);
+  int64_t bytes = first.input.defined() ? first.input.numel() * 4 : 0;
+  for (const auto& [name, t] : first.inputs)
+    bytes += t.numel() * static_cast<int64_t>(t.element_size());
+  const int64_t fixed = std::max<int64_t>(algos::fixedBatch(graph), 1);
+  const int64_t fits = std::max<int64_t>(1, kStepBytes / std::max<int64_t>(bytes, 1));
+  return std::max(fixed, std::min(batch, fits) / fixed * fixed);
+}
+
 int runVerify(const VerifyCliOptions& o) {
-  const bool tty = !o.json && !o.quiet && ::isatty(STDERR_FILENO);
+  require(o.batch > 0, "--batch must be positive");
   auto model = passes::loadPreparedModel(o.prepared.empty() ? o.dir : o.prepared);
   auto dataset = openFor(o.data, model->graph());
-  data::BatchLoader loader(dataset, loaderOptions(model->graph(), o.batch, o.limit));
-  std::vector<at::Tensor> inputs, labels;
-  ProgressBar progress(loader.size(), tty);
+  data::BatchLoader loader(
+      dataset,
+      loaderOptions(model->graph(), boundedBatch(model->graph(), *dataset, o.batch), o.limit));
   const auto start = Clock::now();
-  int64_t read = 0;
-  while (auto batch = loader.next()) {
-    inputs.push_back(batch->inputs);
-    if (batch->labels.defined()) labels.push_back(batch->labels);
-    read += batch->inputs.size(0);
-    progress.update(read, secondsSince(start));
-  }
-  progress.clear();
 
   verify::VerifyOptions options;
-  options.batch = o.batch;
   options.min_agreement = o.min_agreement;
   options.max_accuracy_gap = o.max_accuracy_gap;
   options.min_exact = o.min_exact;
+  options.min_sqnr_db = o.min_sqnr;
+  options.min_cosine = o.min_cosine;
+  options.max_p99_steps = o.max_p99_steps;
+  options.iou_threshold = o.iou_threshold;
+  options.min_iou = o.min_iou;
   options.ort.ort_dir = o.ort_dir;
   options.ort.optimization = verify::parseOrtOptimization(o.optimization);
   options.ort.timeout_seconds = o.timeout;
   options.emulation = &ortEmulationRegistry();
-  const verify::VerifyReport report = verify::verifyDeployment(
-      *model, o.dir, at::cat(inputs, 0),
-      labels.size() == inputs.size() ? at::cat(labels, 0) : at::Tensor(), options);
+  const verify::VerifyReport report = verify::verifyDeployment(*model, o.dir, loader, options);
   nlohmann::json j = verify::toJson(report);
   j["data"] = dataset->describe();
   j["seconds"] = secondsSince(start);
@@ -133,10 +175,15 @@ std::pair<CLI::App*, std::function<int()>> addVerifyCommand(CLI::App& app) {
       ->required();
   sub->add_option("--prepared", o->prepared,
                   "Prepared model directory, when not DIR itself (qforge deploy --out elsewhere)");
-  sub->add_option("--data", o->data, "Evaluation data (same sources as eval --data)")
+  sub->add_option("--data", o->data,
+                  "Evaluation data (same sources as eval --data: folder:DIR, npz:FILE, "
+                  "random:normal[,seed=N], NAME=SPEC;NAME=const:VALUE per input, ...)")
       ->capture_default_str();
   sub->add_option("--limit", o->limit, "Only the first N samples (0: all)")->capture_default_str();
-  sub->add_option("--batch", o->batch, "Batch size for every runtime")->capture_default_str();
+  sub->add_option("--batch", o->batch,
+                  "Samples per step for every runtime (fewer when one step's inputs would pass "
+                  "4 MiB; a multiple of the model's fixed batch dim)")
+      ->capture_default_str();
   sub->add_option("--ort-dir", o->ort_dir,
                   "Where onnxruntime-node is installed (default $QFORGE_ORT_DIR or "
                   "~/.cache/qforge/ort)");
@@ -153,6 +200,21 @@ std::pair<CLI::App*, std::function<int()>> addVerifyCommand(CLI::App& app) {
       ->capture_default_str();
   sub->add_option("--min-exact", o->min_exact,
                   "Share of output elements equal to the emulation's needed to pass")
+      ->capture_default_str();
+  sub->add_option("--min-sqnr", o->min_sqnr,
+                  "SQNR (dB) against the simulation needed to pass, for non-classifier outputs")
+      ->capture_default_str();
+  sub->add_option("--min-cosine", o->min_cosine,
+                  "Cosine similarity with the simulation needed to pass (non-classifier outputs)")
+      ->capture_default_str();
+  sub->add_option("--max-p99-steps", o->max_p99_steps,
+                  "Largest 99th-percentile difference from the simulation, in output steps "
+                  "(non-classifier outputs)")
+      ->capture_default_str();
+  sub->add_option("--iou-threshold", o->iou_threshold,
+                  "Also score the IoU of the output maps thresholded at this value (masks, "
+                  "probability maps)");
+  sub->add_option("--min-iou", o->min_iou, "IoU needed to pass with --iou-threshold")
       ->capture_default_str();
   sub->add_flag("--json", o->json, "Print the report as JSON");
   sub->add_flag("--quiet,-q", o->quiet, "No progress bar");

@@ -14,7 +14,9 @@
 #include "core/error.h"
 #include "core/strings.h"
 #include "data/idx.h"
+#include "data/model_sources.h"
 #include "data/npy.h"
+#include "data/npz.h"
 
 namespace qforge::data {
 
@@ -30,17 +32,25 @@ bool isNpyPath(const std::string& path) {
   return endsWith(toLower(path), ".npy");
 }
 
+bool isNpzPath(const std::string& path) {
+  return endsWith(toLower(path), ".npz");
+}
+
 bool isSamplePath(const fs::path& p) {
-  static const char* kExtensions[] = {".png", ".jpg", ".jpeg", ".bmp", ".gif",
-                                      ".tga", ".pgm", ".ppm",  ".pnm", ".npy"};
+  static const char* kExtensions[] = {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tga",
+                                      ".pgm", ".ppm", ".pnm",  ".npy", ".npz"};
   const std::string ext = toLower(p.extension().string());
   return std::any_of(std::begin(kExtensions), std::end(kExtensions),
                      [&](const char* e) { return ext == e; });
 }
 
-// A .npy sample as float32; values are checked for NaN/Inf by the loader.
-at::Tensor npyAsFloat(at::Tensor t) {
-  return t.to(at::kFloat).contiguous();
+// Every array of a one-sample .npz, by name, into `s`.
+void readNpzSample(const std::string& path, Sample& s) {
+  const NpzFile npz(path);
+  for (const std::string& name : npz.names()) {
+    s.inputs[name] = npz.open(name)->readAll();
+    s.input_origins[name] = "'" + path + "' array '" + name + "'";
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -124,7 +134,7 @@ class NpyStackDataset : public Dataset {
   Sample get(int64_t index) override {
     Sample s;
     s.origin = "'" + path_ + "' row " + std::to_string(index);
-    s.input = npyAsFloat(file_.readRecord(index));
+    s.input = file_.readRecord(index);
     if (labels_.defined()) s.label = labels_[index].item<int64_t>();
     return s;
   }
@@ -162,7 +172,9 @@ class FileListDataset : public Dataset {
     s.label = e.label;
     try {
       if (isNpyPath(e.path)) {
-        s.input = npyAsFloat(NpyFile(e.path).readAll());
+        s.input = NpyFile(e.path).readAll();
+      } else if (isNpzPath(e.path)) {
+        readNpzSample(e.path, s);
       } else {
         s.input = transformImage(decodeImage(e.path), image_, s.origin);
       }
@@ -212,8 +224,8 @@ std::shared_ptr<Dataset> openFolder(const std::string& dir, const ImageOptions& 
     }
   }
   require(!entries.empty(), "folder '" + dir +
-                                "' has no samples (images .png/.jpg/.jpeg/.bmp/.gif/.tga/.pnm "
-                                "or .npy files, directly or in one sub-folder per class)");
+                                "' has no samples (images .png/.jpg/.jpeg/.bmp/.gif/.tga/.pnm, "
+                                ".npy or .npz files, directly or in one sub-folder per class)");
   return std::make_shared<FileListDataset>(dir, std::move(entries), image);
 }
 
@@ -280,6 +292,15 @@ std::string fashionMnistDir() {
 std::shared_ptr<Dataset> openDataset(const std::string& spec, const DataOptions& options) {
   options.image.validate();
   require(!spec.empty(), "no data source given");
+  if (isPerInputSpec(spec)) return openPerInput(spec, options);
+  if (startsWith(spec, "random:")) return openRandom(spec.substr(7), options.inputs);
+  if (startsWith(spec, "const:")) return openConstant(spec.substr(6), options.inputs);
+  if (startsWith(spec, "npz:") || (isNpzPath(spec) && !startsWith(spec, "folder:"))) {
+    const std::string path = startsWith(spec, "npz:") ? spec.substr(4) : spec;
+    std::error_code ec;
+    if (fs::is_directory(path, ec)) return openFolder(path, options.image);
+    return openNpzStack(path);
+  }
   if (startsWith(spec, "fashion-mnist:")) {
     const std::string split = spec.substr(14);
     require(split == "train" || split == "test",
@@ -321,7 +342,7 @@ std::shared_ptr<Dataset> openDataset(const std::string& spec, const DataOptions&
   if (fs::is_directory(dir, ec)) return openFolder(dir, options.image);
   if (!fs::exists(dir, ec)) throw Error("data source '" + spec + "' not found");
   throw Error("cannot tell what kind of data '" + spec +
-              "' is: name it idx:FILE, npy:FILE, list:FILE or folder:DIR");
+              "' is: name it idx:FILE, npy:FILE, npz:FILE, list:FILE, folder:DIR or random:normal");
 }
 
 }  // namespace qforge::data

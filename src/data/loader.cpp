@@ -7,6 +7,7 @@
 #include <random>
 
 #include "core/error.h"
+#include "core/strings.h"
 
 namespace qforge::data {
 
@@ -58,6 +59,11 @@ at::Tensor sampleNoise(at::IntArrayRef shape, uint64_t seed, int64_t index) {
 BatchLoader::BatchLoader(std::shared_ptr<Dataset> dataset, LoaderOptions options)
     : dataset_(std::move(dataset)), options_(std::move(options)) {
   require(options_.batch_size > 0, "--batch must be positive");
+  require(options_.batch_multiple > 0, "the model's fixed batch size must be positive");
+  // A model with a fixed batch dim takes whole multiples of it.
+  options_.batch_size =
+      std::max(options_.batch_multiple,
+               options_.batch_size / options_.batch_multiple * options_.batch_multiple);
   require(options_.limit >= 0, "--limit must not be negative");
   require(options_.noise_sigma >= 0 && std::isfinite(options_.noise_sigma),
           "--noise must be a finite non-negative standard deviation");
@@ -70,6 +76,11 @@ BatchLoader::BatchLoader(std::shared_ptr<Dataset> dataset, LoaderOptions options
     std::iota(order_.begin(), order_.end(), 0);
   }
   if (options_.limit > 0 && options_.limit < n) order_.resize(options_.limit);
+  const int64_t whole = size() / options_.batch_multiple * options_.batch_multiple;
+  require(whole > 0, dataset_->describe() + ": " + std::to_string(size()) +
+                         " sample(s), fewer than the model's fixed batch of " +
+                         std::to_string(options_.batch_multiple));
+  order_.resize(whole);
 }
 
 void BatchLoader::check(const Sample& s, const std::vector<int64_t>& first_shape) const {
@@ -91,6 +102,99 @@ void BatchLoader::check(const Sample& s, const std::vector<int64_t>& first_shape
   }
 }
 
+std::map<std::string, at::Tensor> BatchLoader::arraysOf(const Sample& s) const {
+  std::vector<std::string> unfed;
+  for (const InputSpec& in : options_.inputs) {
+    if (!s.inputs.count(in.name)) unfed.push_back(in.name);
+  }
+  for (const auto& [name, array] : s.inputs) {
+    const bool known = std::any_of(options_.inputs.begin(), options_.inputs.end(),
+                                   [&](const InputSpec& in) { return in.name == name; });
+    if (!known) {
+      std::vector<std::string> names;
+      for (const InputSpec& in : options_.inputs)
+        names.push_back(in.name);
+      throw Error(s.origin + ": array '" + name + "' is not a model input (inputs: " + join(names) +
+                  ")");
+    }
+  }
+  if (s.input.defined() && unfed.size() != 1) {
+    throw Error(s.origin + ": one array per sample, but the model has " +
+                std::to_string(options_.inputs.size()) + " inputs (" + join(unfed) +
+                "): give an .npz keyed by input name, or one source per input (NAME=SPEC;...)");
+  }
+  if (!s.input.defined() && !unfed.empty()) {
+    throw Error(s.origin + ": no array for the model input '" + unfed.front() + "'");
+  }
+  std::map<std::string, at::Tensor> out;
+  for (const InputSpec& in : options_.inputs) {
+    const auto it = s.inputs.find(in.name);
+    at::Tensor t = it == s.inputs.end() ? s.input : it->second;
+    const auto o = s.input_origins.find(in.name);
+    const std::string origin = o == s.input_origins.end() ? s.origin : o->second;
+    const std::string what = origin + ": input '" + in.name + "'";
+    if (!in.batched) {
+      require(t.numel() == 1, what + " takes one value (the model input has no batch axis), " +
+                                  "the sample has shape " + shapeString(t.sizes().vec()));
+      t = t.reshape({});
+    } else if (!matches(t.sizes().vec(), in.shape)) {
+      throw Error(origin + ": sample shape " + shapeString(t.sizes().vec()) +
+                  " does not match the model input '" + in.name + "' " + shapeString(in.shape) +
+                  " (one sample, without the batch axis)");
+    }
+    if (!at::isFloatingType(in.dtype) && at::isFloatingType(t.scalar_type())) {
+      require(at::equal(t, t.floor()) && at::isfinite(t).all().item<bool>(),
+              what + " is " + c10::toString(in.dtype) + ", the sample holds non-integer values");
+    }
+    if (at::isFloatingType(t.scalar_type()) && !at::isfinite(t).all().item<bool>()) {
+      const int64_t bad = (~at::isfinite(t)).sum().item<int64_t>();
+      throw Error(origin + ": " + std::to_string(bad) + " NaN/Inf value" + (bad == 1 ? "" : "s") +
+                  " in the sample of input '" + in.name + "'");
+    }
+    out[in.name] = t.to(in.dtype).contiguous();
+  }
+  return out;
+}
+
+void BatchLoader::stackFeeds(std::vector<std::map<std::string, at::Tensor>>& samples,
+                             const std::vector<std::string>& origins, Batch& batch) const {
+  for (const InputSpec& in : options_.inputs) {
+    std::vector<at::Tensor> parts;
+    for (size_t k = 0; k < samples.size(); ++k) {
+      const at::Tensor& t = samples[k].at(in.name);
+      const at::Tensor& first = samples.front().at(in.name);
+      if (!in.batched) {
+        require(at::equal(t, first), origins[k] + ": input '" + in.name +
+                                         "' has no batch axis, so every sample of a batch " +
+                                         "needs the same value; use --batch 1");
+      } else if (t.sizes() != first.sizes()) {
+        throw Error(origins[k] + ": input '" + in.name + "' sample shape " +
+                    shapeString(t.sizes().vec()) + " differs from " +
+                    shapeString(first.sizes().vec()) + " of the samples before it");
+      }
+      parts.push_back(t);
+    }
+    batch.feeds[in.name] = in.batched ? at::stack(parts) : parts.front();
+  }
+  for (const InputSpec& in : options_.inputs) {
+    if (in.batched && at::isFloatingType(in.dtype)) {
+      batch.inputs = batch.feeds.at(in.name);
+      break;
+    }
+  }
+}
+
+void BatchLoader::addNoise(Batch& batch) const {
+  batch.targets = batch.inputs;
+  std::vector<at::Tensor> noise;
+  for (int64_t index : batch.indices)
+    noise.push_back(sampleNoise(batch.inputs.sizes().slice(1), options_.noise_seed, index));
+  batch.inputs = (batch.inputs + options_.noise_sigma * at::stack(noise).to(batch.inputs.dtype()));
+  for (auto& [name, feed] : batch.feeds) {
+    if (feed.is_same(batch.targets)) feed = batch.inputs;
+  }
+}
+
 std::optional<Batch> BatchLoader::next() {
   if (position_ >= size()) return std::nullopt;
   const int64_t end = std::min(size(), position_ + options_.batch_size);
@@ -98,9 +202,21 @@ std::optional<Batch> BatchLoader::next() {
   std::vector<at::Tensor> inputs, clean;
   std::vector<int64_t> labels;
   std::vector<int64_t> first_shape;
+  std::vector<std::map<std::string, at::Tensor>> arrays;
+  std::vector<std::string> origins;
   for (int64_t i = position_; i < end; ++i) {
     const int64_t index = order_[i];
     Sample s = dataset_->get(index);
+    if (!options_.inputs.empty()) {
+      arrays.push_back(arraysOf(s));
+      origins.push_back(s.origin);
+      labels.push_back(s.label);
+      batch.indices.push_back(index);
+      continue;
+    }
+    require(s.input.defined(),
+            s.origin + ": several arrays in one sample, the model has one " + "input");
+    s.input = s.input.to(at::kFloat).contiguous();
     check(s, first_shape);
     if (first_shape.empty()) first_shape = s.input.sizes().vec();
     if (options_.noise_sigma > 0) {
@@ -113,6 +229,12 @@ std::optional<Batch> BatchLoader::next() {
     batch.indices.push_back(index);
   }
   position_ = end;
+  if (!options_.inputs.empty()) {
+    stackFeeds(arrays, origins, batch);
+    if (options_.noise_sigma > 0 && batch.inputs.defined()) addNoise(batch);
+    if (dataset_->hasLabels()) batch.labels = at::tensor(labels, at::kLong);
+    return batch;
+  }
   batch.inputs = at::stack(inputs);
   if (dataset_->hasLabels()) batch.labels = at::tensor(labels, at::kLong);
   if (!clean.empty()) batch.targets = at::stack(clean);

@@ -5,6 +5,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -15,7 +16,11 @@
 namespace qforge::data {
 
 struct Batch {
-  at::Tensor inputs;             // float32 [B, sample shape...]
+  at::Tensor inputs;  // [B, sample shape...]: float32, or with LoaderOptions::inputs the first
+                      // floating-point input's (noise, PSNR targets)
+  // With LoaderOptions::inputs: every model input by name, in its dtype ([B, ...], or the one
+  // value of an input without batch axis).
+  std::map<std::string, at::Tensor> feeds;
   at::Tensor labels;             // int64 [B]; undefined when the dataset has no labels
   at::Tensor targets;            // clean inputs when noise is added; undefined otherwise
   std::vector<int64_t> indices;  // dataset index of each sample
@@ -35,6 +40,14 @@ struct LoaderOptions {
   // agree with each other.
   std::vector<int64_t> expected_shape;
   std::string expected_by = "the model input";
+  // The model's inputs: each sample's arrays are matched to them by name (a one-array sample
+  // feeds the one input that has no array), converted to their dtypes (floats into an integer
+  // input must be whole numbers) and checked against their shapes; batches carry `feeds`.
+  // Overrides expected_shape. Empty: one input, float32.
+  std::vector<InputSpec> inputs;
+  // The model takes batches of exactly this many samples (a fixed batch dim): batch_size is
+  // rounded down to a multiple of it and the pass cut to whole multiples.
+  int64_t batch_multiple = 1;
 };
 
 class BatchLoader {
@@ -52,6 +65,12 @@ class BatchLoader {
 
  private:
   void check(const Sample& sample, const std::vector<int64_t>& first_shape) const;
+  // The sample's arrays by model input, converted and checked (LoaderOptions::inputs).
+  std::map<std::string, at::Tensor> arraysOf(const Sample& sample) const;
+  void stackFeeds(std::vector<std::map<std::string, at::Tensor>>& samples,
+                  const std::vector<std::string>& origins, Batch& batch) const;
+  // Denoising with LoaderOptions::inputs: noise on the first floating-point input only.
+  void addNoise(Batch& batch) const;
 
   std::shared_ptr<Dataset> dataset_;
   LoaderOptions options_;

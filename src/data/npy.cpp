@@ -80,6 +80,22 @@ std::string npyHeader(at::ScalarType dtype, const std::vector<int64_t>& shape) {
 NpyFile::NpyFile(const std::string& path) : path_(path) {
   file_ = std::fopen(path.c_str(), "rb");
   if (!file_) throw Error("cannot open '" + path + "': " + std::strerror(errno));
+  std::fseek(file_, 0, SEEK_END);
+  const int64_t size = std::ftell(file_);
+  std::fseek(file_, 0, SEEK_SET);
+  parseHeader(size);
+}
+
+NpyFile::NpyFile(std::FILE* file, int64_t offset, int64_t length, std::string name)
+    : path_(std::move(name)), file_(file) {
+  data_offset_ = offset;
+  std::fseek(file_, offset, SEEK_SET);
+  parseHeader(offset + length);
+}
+
+// Reads the header at the current position (data_offset_) of file_, whose array ends by `end`.
+void NpyFile::parseHeader(int64_t end) {
+  const std::string& path = path_;
   char pre[10];
   require(std::fread(pre, 1, 10, file_) == 10 && std::memcmp(pre, kMagic, 6) == 0,
           "'" + path + "' is not a .npy file (no \\x93NUMPY magic)");
@@ -88,12 +104,12 @@ NpyFile::NpyFile(const std::string& path) : path_(path) {
           "'" + path + "': .npy format version " + std::to_string(major) + " is not supported");
   uint32_t header_len = static_cast<unsigned char>(pre[8]) |
                         (static_cast<uint32_t>(static_cast<unsigned char>(pre[9])) << 8);
-  data_offset_ = 10;
+  data_offset_ += 10;
   if (major >= 2) {
     unsigned char more[2];
     require(std::fread(more, 1, 2, file_) == 2, "'" + path + "': truncated .npy header");
     header_len |= (static_cast<uint32_t>(more[0]) << 16) | (static_cast<uint32_t>(more[1]) << 24);
-    data_offset_ = 12;
+    data_offset_ += 2;
   }
   require(header_len < (1u << 24), "'" + path + "': implausible .npy header length");
   std::string header(header_len, '\0');
@@ -137,12 +153,10 @@ NpyFile::NpyFile(const std::string& path) : path_(path) {
   // The data must be all there: catches truncated files up front, not at the last record.
   const int64_t numel =
       std::accumulate(shape_.begin(), shape_.end(), int64_t{1}, std::multiplies<int64_t>());
-  std::fseek(file_, 0, SEEK_END);
-  const int64_t size = std::ftell(file_);
   const int64_t need = data_offset_ + numel * static_cast<int64_t>(at::elementSize(dtype_));
-  require(size >= need, "'" + path + "': file has " + std::to_string(size) +
-                            " bytes, its header (shape " + shape + ") needs " +
-                            std::to_string(need));
+  require(end >= need, "'" + path + "': file has " + std::to_string(end) +
+                           " bytes, its header (shape " + shape + ") needs " +
+                           std::to_string(need));
 }
 
 NpyFile::~NpyFile() {

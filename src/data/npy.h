@@ -17,6 +17,9 @@ class NpyFile {
   // .npy file, big-endian, Fortran-ordered, of an unsupported dtype, or shorter than its header
   // says.
   explicit NpyFile(const std::string& path);
+  // The .npy array occupying `length` bytes from `offset` of `file` (a member of an .npz
+  // archive), named `name` in errors ("'a.npz' member 'x'"). Takes ownership of `file`.
+  NpyFile(std::FILE* file, int64_t offset, int64_t length, std::string name);
   ~NpyFile();
   NpyFile(const NpyFile&) = delete;
   NpyFile& operator=(const NpyFile&) = delete;
@@ -31,6 +34,7 @@ class NpyFile {
   at::Tensor readRecord(int64_t index);
 
  private:
+  void parseHeader(int64_t end);
   at::Tensor readBytes(int64_t offset, std::vector<int64_t> shape);
 
   std::string path_;

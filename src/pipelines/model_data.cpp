@@ -1,6 +1,7 @@
 #include "pipelines/model_data.h"
 
 #include "algos/calibrate.h"
+#include "algos/model_feeds.h"
 #include "core/error.h"
 
 namespace qforge::pipelines {
@@ -16,8 +17,15 @@ std::vector<int64_t> sampleShape(const Value& input) {
 
 std::shared_ptr<data::Dataset> openDatasetFor(const std::string& spec, const Graph& graph) {
   data::DataOptions options;
-  const std::vector<int64_t> shape = sampleShape(algos::dataInput(graph));
-  if (shape.size() == 3 && shape[0] > 0) options.image.channels = shape[0];
+  options.inputs = algos::modelInputs(graph);
+  // Images take the channels of the first input that looks like one (per-input sources take
+  // their own input's).
+  for (const data::InputSpec& in : options.inputs) {
+    if (in.shape.size() == 3 && at::isFloatingType(in.dtype)) {
+      if (in.shape[0] > 0) options.image.channels = in.shape[0];
+      break;
+    }
+  }
   return data::openDataset(spec, options);
 }
 
@@ -31,9 +39,9 @@ data::LoaderOptions loaderOptionsFor(const Graph& graph, int64_t batch, int64_t 
   data::LoaderOptions o;
   o.batch_size = batch;
   o.limit = limit;
-  const Value& input = algos::dataInput(graph);
-  o.expected_shape = sampleShape(input);
-  o.expected_by = "the model input '" + input.name() + "'";
+  o.inputs = algos::modelInputs(graph);
+  const int64_t fixed = algos::fixedBatch(graph);
+  if (fixed > 0) o.batch_multiple = fixed;
   return o;
 }
 

@@ -33,13 +33,15 @@ struct DataSource {
 // The per-sample shape the model input declares (batch axis dropped, unknown dims -1).
 std::vector<int64_t> sampleShape(const Value& input);
 
-// The dataset `spec` names, read with as many channels as the model's data input declares.
+// The dataset `spec` names for the model's inputs (random:, const: and NAME=SPEC sources shaped
+// by them), images read with as many channels as the model's image input declares.
 std::shared_ptr<data::Dataset> openDatasetFor(const std::string& spec, const Graph& graph);
 
 // `source`'s dataset: the opened one, else openDatasetFor(spec). Throws when it is empty.
 std::shared_ptr<data::Dataset> openSource(const DataSource& source, const Graph& graph);
 
-// Batches of `batch` samples (the first `limit`; 0 = all) shaped for the model input.
+// Batches of `batch` samples (the first `limit`; 0 = all) for every model input, checked against
+// its shape and dtype; a fixed batch dim rounds `batch` down to its multiple.
 data::LoaderOptions loaderOptionsFor(const Graph& graph, int64_t batch, int64_t limit);
 
 }  // namespace qforge::pipelines

@@ -11,7 +11,7 @@ nlohmann::json scoreJson(const Scores& s, double seconds) {
   if (s.metric == "top1") {
     j["top1"] = static_cast<double>(s.top1) / s.samples;
     if (s.has_top5) j["top5"] = static_cast<double>(s.top5) / s.samples;
-  } else {
+  } else if (s.metric == "psnr") {
     j["psnr_db"] = s.psnr_sum / s.samples;
   }
   return j;

@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "algos/calibrate.h"
+#include "algos/model_feeds.h"
 #include "core/error.h"
 
 namespace qforge::pipelines {
@@ -14,7 +15,11 @@ double psnrOf(const at::Tensor& per_image_mse, double peak) {
 
 void scoreBatch(const data::Batch& batch, const at::Tensor& output, double peak,
                 const std::string& data_name, Scores& s) {
-  const int64_t n = batch.inputs.size(0);
+  const int64_t n = static_cast<int64_t>(batch.indices.size());
+  if (s.metric == "none") {
+    s.samples += n;
+    return;
+  }
   if (s.metric == "top1") {
     require(output.dim() == 2,
             "--metric top1 needs class scores [batch, classes]; the model output has shape " +
@@ -36,9 +41,11 @@ void scoreBatch(const data::Batch& batch, const at::Tensor& output, double peak,
     }
   } else {
     const at::Tensor& target = batch.targets.defined() ? batch.targets : batch.inputs;
-    require(output.sizes() == target.sizes(),
+    require(target.defined() && output.sizes() == target.sizes(),
             "--metric psnr compares the output with the clean input; output shape " +
-                c10::str(output.sizes()) + " differs from the input's " + c10::str(target.sizes()));
+                c10::str(output.sizes()) + " differs from the input's " +
+                (target.defined() ? c10::str(target.sizes()) : std::string("(no float input)")) +
+                " (--metric none only runs the model)");
     at::Tensor mse = (output.to(at::kDouble) - target.to(at::kDouble)).pow(2).reshape({n, -1});
     mse = mse.mean(1);
     s.mse_sum += mse.sum().item<double>();
@@ -56,6 +63,8 @@ std::string scoreText(const Scores& s) {
   char buf[64];
   if (s.metric == "top1") {
     std::snprintf(buf, sizeof(buf), "top-1 %.2f%%", 100.0 * s.top1 / s.samples);
+  } else if (s.metric == "none") {
+    std::snprintf(buf, sizeof(buf), "not scored");
   } else {
     std::snprintf(buf, sizeof(buf), "psnr %.2f dB", s.psnr_sum / s.samples);
   }
@@ -67,8 +76,8 @@ Scores scoreModel(Executor& executor, const Graph& graph, data::BatchLoader& loa
                   const std::string& stage) {
   Scores scores;
   scores.metric = "auto";
-  const std::string input = algos::dataInput(graph).name();
   const std::string output = graph.outputs().front()->name();
+  const int64_t fixed_batch = algos::fixedBatch(graph);
   ProgressEvent event;
   event.stage = stage;
   event.total = loader.size();
@@ -76,9 +85,14 @@ Scores scoreModel(Executor& executor, const Graph& graph, data::BatchLoader& loa
   const auto start = Clock::now();
   loader.reset();
   while (auto batch = loader.next()) {
-    at::Tensor y = executor.run({{input, batch->inputs}}, {output}).at(output);
+    at::Tensor y =
+        algos::runInBatches(executor, algos::feedsOf(*batch, graph), {output}, fixed_batch)
+            .at(output);
     if (scores.metric == "auto") {
-      scores.metric = y.dim() == 2 && batch->labels.defined() ? "top1" : "psnr";
+      const at::Tensor& target = batch->targets.defined() ? batch->targets : batch->inputs;
+      scores.metric = y.dim() == 2 && batch->labels.defined()           ? "top1"
+                      : target.defined() && y.sizes() == target.sizes() ? "psnr"
+                                                                        : "none";
     }
     scoreBatch(*batch, y, 1.0, data_name, scores);
     if (progress) {

@@ -16,7 +16,7 @@
 namespace qforge::pipelines {
 
 struct Scores {
-  std::string metric;  // "top1" or "psnr"
+  std::string metric;  // "top1", "psnr" or "none" (samples counted, nothing scored)
   int64_t samples = 0;
   int64_t top1 = 0, top5 = 0;
   bool has_top5 = false;
@@ -35,8 +35,9 @@ void scoreBatch(const data::Batch& batch, const at::Tensor& output, double peak,
 // "top-1 91.23%" or "psnr 27.41 dB".
 std::string scoreText(const Scores& s);
 
-// Top-1 (or PSNR, when the output is not [batch, classes] with labels) of `executor` from the
-// graph's data input to its first output over the whole loader; progress as `stage` in images.
+// Top-1 (or PSNR, when the output is not [batch, classes] with labels but has the input's shape;
+// else nothing) of `executor` from the graph's inputs to its first output over the whole loader;
+// progress as `stage` in images.
 Scores scoreModel(Executor& executor, const Graph& graph, data::BatchLoader& loader,
                   const std::string& data_name, const ProgressCallback& progress = {},
                   const std::string& stage = "evaluate");

@@ -5,6 +5,7 @@
 #include <google/protobuf/io/gzip_stream.h>
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 #include <gtest/gtest.h>
+#include <zlib.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -55,6 +56,68 @@ inline std::string idxBytes(const std::vector<uint32_t>& dims, const std::vector
   }
   s.append(data.begin(), data.end());
   return s;
+}
+
+inline std::string littleEndian(uint64_t v, int bytes) {
+  std::string s;
+  for (int i = 0; i < bytes; ++i)
+    s += static_cast<char>((v >> (8 * i)) & 0xff);
+  return s;
+}
+
+// Raw deflate (no zlib header), as zip members hold it.
+inline std::string rawDeflate(const std::string& bytes) {
+  z_stream z{};
+  EXPECT_EQ(deflateInit2(&z, 9, Z_DEFLATED, -MAX_WBITS, 8, Z_DEFAULT_STRATEGY), Z_OK);
+  std::string out(deflateBound(&z, bytes.size()), '\0');
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(bytes.data()));
+  z.avail_in = static_cast<uInt>(bytes.size());
+  z.next_out = reinterpret_cast<Bytef*>(out.data());
+  z.avail_out = static_cast<uInt>(out.size());
+  EXPECT_EQ(deflate(&z, Z_FINISH), Z_STREAM_END);
+  out.resize(z.total_out);
+  deflateEnd(&z);
+  return out;
+}
+
+struct ZipMember {
+  std::string name;
+  std::string bytes;
+  uint16_t method = 0;  // 0 stored, 8 deflated; anything else is written stored but labelled so
+};
+
+// A zip archive laid out as Python's zipfile writes numpy's .npz: with `zip64`, every local
+// header has 0xFFFFFFFF sizes and a zip64 extra field (numpy forces zip64), the central
+// directory the real sizes.
+inline std::string zipBytes(const std::vector<ZipMember>& members, bool zip64 = false) {
+  std::string out, directory;
+  for (const ZipMember& m : members) {
+    const std::string data = m.method == 8 ? rawDeflate(m.bytes) : m.bytes;
+    const uint32_t crc =
+        crc32(0, reinterpret_cast<const Bytef*>(m.bytes.data()), static_cast<uInt>(m.bytes.size()));
+    const uint64_t offset = out.size();
+    const std::string extra = zip64 ? littleEndian(1, 2) + littleEndian(16, 2) +
+                                          littleEndian(m.bytes.size(), 8) +
+                                          littleEndian(data.size(), 8)
+                                    : "";
+    out += littleEndian(0x04034b50, 4) + littleEndian(zip64 ? 45 : 20, 2) + littleEndian(0, 2) +
+           littleEndian(m.method, 2) + littleEndian(0, 4) + littleEndian(crc, 4) +
+           littleEndian(zip64 ? 0xffffffff : data.size(), 4) +
+           littleEndian(zip64 ? 0xffffffff : m.bytes.size(), 4) + littleEndian(m.name.size(), 2) +
+           littleEndian(extra.size(), 2) + m.name + extra + data;
+    directory += littleEndian(0x02014b50, 4) + littleEndian(20, 2) + littleEndian(20, 2) +
+                 littleEndian(0, 2) + littleEndian(m.method, 2) + littleEndian(0, 4) +
+                 littleEndian(crc, 4) + littleEndian(data.size(), 4) +
+                 littleEndian(m.bytes.size(), 4) + littleEndian(m.name.size(), 2) +
+                 littleEndian(0, 2) + littleEndian(0, 2) + littleEndian(0, 2) + littleEndian(0, 2) +
+                 littleEndian(0, 4) + littleEndian(offset, 4) + m.name;
+  }
+  const uint64_t directory_offset = out.size();
+  out += directory;
+  out += littleEndian(0x06054b50, 4) + littleEndian(0, 2) + littleEndian(0, 2) +
+         littleEndian(members.size(), 2) + littleEndian(members.size(), 2) +
+         littleEndian(directory.size(), 4) + littleEndian(directory_offset, 4) + littleEndian(0, 2);
+  return out;
 }
 
 // A version-1.0 .npy file with a hand-written header dict.

@@ -163,10 +163,12 @@ function concatRows(name, parts) {
   return {type: parts[0].type, dims: [rows, ...rest], data};
 }
 
-// The number of rows every input shares, which batching splits.
+// The number of rows every input with a batch axis shares, which batching splits (rank-0
+// inputs, a sample rate say, go whole to every run).
 function sharedRows(inputs) {
-  const rows = inputs.map(i => (i.tensor.dims.length > 0 ? i.tensor.dims[0] : -1));
-  if (rows.some(r => r !== rows[0] || r < 0)) {
+  const rows = inputs.filter(i => i.tensor.dims.length > 0).map(i => i.tensor.dims[0]);
+  if (rows.length === 0) return 0;
+  if (rows.some(r => r !== rows[0])) {
     const shapes = inputs.map(i => `${i.name} [${i.tensor.dims}]`).join(', ');
     throw new Error(`--batch needs every input to have the same first dimension; got ${shapes}`);
   }
@@ -208,7 +210,8 @@ async function main() {
     const end = Math.min(begin + step, rows);
     const feeds = {};
     for (const i of inputs) {
-      const t = args.batch > 0 && rows > 0 ? sliceRows(i.tensor, begin, end) : i.tensor;
+      const batched = args.batch > 0 && rows > 0 && i.tensor.dims.length > 0;
+      const t = batched ? sliceRows(i.tensor, begin, end) : i.tensor;
       feeds[i.name] = new ort.Tensor(t.type, t.data, t.dims);
     }
     let results;

@@ -1,0 +1,36 @@
+// What a model's runtime inputs take and how batches reach them: every non-initializer input
+// as the data layer checks it (name, per-sample shape, dtype), the batch size a fixed batch dim
+// imposes, and runs that split a batch into runs of that size.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "data/dataset.h"
+#include "data/loader.h"
+#include "exec/executor.h"
+#include "ir/graph.h"
+
+namespace qforge::algos {
+
+// The graph's inputs that are not initializers, in order: per-sample shape (batch axis dropped,
+// open dims -1), dtype, and whether they have a batch axis (rank >= 1).
+std::vector<data::InputSpec> modelInputs(const Graph& graph);
+
+// The batch size the inputs fix (their known first dim), or 0 when any batch size goes. Throws
+// when two inputs fix different sizes.
+int64_t fixedBatch(const Graph& graph);
+
+// The batch's feeds by input name: batch.feeds, or its `inputs` for the model's one input.
+TensorMap feedsOf(const data::Batch& batch, const Graph& graph);
+
+// Runs `feeds` through `executor` in runs of `fixed_batch` rows (all at once when 0 or when the
+// batch has that many rows), concatenating `outputs` along the batch axis. Inputs without batch
+// axis, and `constants` (initializer overrides), go to every run whole. Throws when the rows are
+// not a multiple of `fixed_batch`.
+TensorMap runInBatches(Executor& executor, const TensorMap& feeds,
+                       const std::vector<std::string>& outputs, int64_t fixed_batch,
+                       const TensorMap& constants = {});
+
+}  // namespace qforge::algos

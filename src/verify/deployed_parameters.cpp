@@ -1,0 +1,83 @@
+#include "verify/deployed_parameters.h"
+
+#include <cstdio>
+#include <filesystem>
+#include <map>
+
+#include "deploy/qoperator_onnx.h"
+#include "ir/onnx_import.h"
+#include "passes/fake_quantize_node.h"
+
+namespace qforge::verify {
+
+std::vector<std::string> parameterMismatches(passes::PreparedModel& model,
+                                             const nlohmann::json& manifest,
+                                             const std::string& path) {
+  // Read them from the node producing the tensor (QuantizeLinear, or the output parameters of
+  // an integer kernel) and compare with the prepared model.
+  static const std::map<std::string, size_t> output_scale_slot = {
+      {"QuantizeLinear", 1},     {"QLinearConv", 6},   {"QLinearMatMul", 6},
+      {"QLinearAdd", 6},         {"QLinearMul", 6},    {"QLinearGlobalAveragePool", 3},
+      {"QLinearAveragePool", 3}, {"QLinearConcat", 0}, {"QGemm", 7}};
+  std::vector<std::string> mismatches;
+  const Graph g = importOnnxFile(path);
+  const std::string file = std::filesystem::path(path).filename().string();
+  const nlohmann::json quantized = manifest.value("quantized_values", nlohmann::json::object());
+  for (const auto& [name, tensor] : quantized.items()) {
+    const Value* v = g.findValue(tensor.get<std::string>());
+    quant::FakeQuantizer* q = model.quantizer(name);
+    if (v == nullptr || v->producer() == nullptr || q == nullptr || !q->affine()) continue;
+    const Node* n = v->producer();
+    const auto slot = output_scale_slot.find(n->opType());
+    if (slot == output_scale_slot.end()) continue;
+    const Value* scale = n->input(slot->second);
+    const Value* zero_point = n->input(slot->second + 1);
+    if (scale == nullptr || !scale->isInitializer()) continue;
+    const quant::QParams p = q->qparams();
+    const at::Tensor written = scale->initializer().to(at::kFloat).reshape({-1});
+    const at::Tensor expected = p.scale.to(at::kFloat).reshape({-1});
+    bool same = written.numel() == expected.numel() && at::equal(written, expected);
+    if (same && zero_point != nullptr && zero_point->isInitializer()) {
+      same = at::equal(zero_point->initializer().to(at::kLong).reshape({-1}),
+                       p.zero_point.to(at::kLong).reshape({-1}));
+    }
+    if (!same) {
+      char buf[512];
+      std::snprintf(buf, sizeof(buf),
+                    "%s: tensor '%s' (quantizer '%s') is written with scale %.6g, the "
+                    "prepared model's is %.6g: the file does not match the calibrated model",
+                    file.c_str(), tensor.get<std::string>().c_str(), name.c_str(),
+                    written[0].item<double>(), expected[0].item<double>());
+      mismatches.push_back(buf);
+    }
+  }
+  return mismatches;
+}
+
+TensorMap runtimeBiases(passes::PreparedModel& model, const nlohmann::json& manifest) {
+  TensorMap out;
+  if (!manifest.contains("qoperator")) return out;
+  const Graph& g = model.graph();
+  for (const auto& name : manifest["qoperator"].value("fused_nodes", nlohmann::json::array())) {
+    const Node* n = g.findNode(name.get<std::string>());
+    if (n == nullptr || n->inputs().size() < 3 || n->input(2) == nullptr ||
+        !n->input(2)->isInitializer()) {
+      continue;
+    }
+    const Node* fx = n->input(0)->producer();
+    const Node* fw = n->input(1)->producer();
+    if (fx == nullptr || fw == nullptr || !passes::isFakeQuantize(fx) ||
+        !passes::isFakeQuantize(fw)) {
+      continue;
+    }
+    const at::Tensor sx = model.quantizer(passes::quantizerOf(*fx))->qparams().scale;
+    const at::Tensor sw = model.quantizer(passes::quantizerOf(*fw))->qparams().scale;
+    const at::Tensor bias = n->input(2)->initializer();
+    out[n->input(2)->name()] =
+        (deploy::int32BiasLevels(bias, sx, sw).to(at::kFloat) * deploy::accumulatorScale(sx, sw))
+            .to(bias.scalar_type());
+  }
+  return out;
+}
+
+}  // namespace qforge::verify

@@ -1,0 +1,89 @@
+// When ONNX Runtime and qforge disagree on a deployed model's output, where they start to:
+// the integer tensors of the exported model compared one by one, in graph order, on the few
+// samples that differ most.
+#pragma once
+
+#include <ATen/ATen.h>
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "exec/executor.h"
+#include "ir/graph.h"
+#include "passes/prepare.h"
+#include "verify/ort_runner.h"
+
+namespace qforge::verify {
+
+// Where two runs of the same model first differ by more than one quantization step.
+struct Divergence {
+  std::string quantizer;  // the prepared model's quantizer ("" for a QOperator-only tensor)
+  std::string tensor;     // the integer tensor in the exported model
+  double max_steps = 0;   // largest difference on the traced samples, in levels
+  int64_t index = 0;      // position among the compared tensors (graph order)
+  int64_t compared = 0;   // how many tensors were compared
+  double share_off = 0;   // share of its elements more than one level apart
+};
+
+// The encoding deploy.json lists for a quantizer or a tensor.
+struct Encoding {
+  std::string quantizer;
+  std::string tensor;
+  std::string role;
+  double scale = 0;
+  int64_t zero_point = 0;
+  bool per_tensor = false;
+};
+
+std::vector<Encoding> encodings(const nlohmann::json& manifest);
+
+// The samples of a streamed run that differ most, kept (inputs only) for tracing: at most `k`.
+class WorstSamples {
+ public:
+  explicit WorstSamples(int64_t k) : k_(k) {}
+  // `feeds` is one batch of every model input; `got`/`reference` its outputs (first axis the
+  // batch) by output name.
+  void add(const TensorMap& feeds, const TensorMap& got, const TensorMap& reference);
+  bool empty() const { return kept_.empty(); }
+  // The kept samples as one batch of feeds.
+  TensorMap feeds() const;
+
+ private:
+  int64_t k_;
+  std::vector<std::pair<double, TensorMap>> kept_;  // (largest difference, one-sample feeds)
+};
+
+// Runs a traced comparison needs: ONNX Runtime, and qforge's model in runs of its fixed batch.
+struct TraceContext {
+  const OrtRunner& ort;
+  int64_t fixed_batch = 0;
+};
+
+// QDQ model vs simulation: each activation quantizer's integers, ORT's QuantizeLinear output (or
+// the Clip of a quantizer written as arithmetic) against the simulation's on the same grid.
+// `sim_overrides` are the initializers the simulation ORT is compared with replaces.
+std::vector<Divergence> traceQdq(const TraceContext& context, passes::PreparedModel& model,
+                                 const nlohmann::json& manifest,
+                                 const std::vector<Encoding>& encodings, const std::string& path,
+                                 const TensorMap& feeds, const TensorMap& sim_overrides);
+
+// QOperator model vs its emulation: every integer tensor a kernel writes, and the integers of
+// quantizers written as arithmetic.
+std::vector<Divergence> traceQOperator(const TraceContext& context, const nlohmann::json& manifest,
+                                       const std::string& path, const Graph& qop,
+                                       Executor& emulator, const TensorMap& feeds);
+
+// The first tensor that differs at all, the first beyond one level, and the one with the most
+// elements beyond one level.
+struct TraceSummary {
+  std::optional<Divergence> first_difference;
+  std::optional<Divergence> divergence;
+  std::optional<Divergence> largest;
+};
+TraceSummary summarize(const std::vector<Divergence>& tensors);
+
+}  // namespace qforge::verify
