@@ -53,8 +53,8 @@ inline std::set<std::string> trueFacts(const std::string& op_type, int64_t opset
 }
 
 // What the output's sign follows for `op_type` at `opset` with `attributes`.
-inline OutputSign outputSignOf(const std::string& op_type, int64_t opset,
-                               const std::vector<Attribute>& attributes = {}) {
+inline OutputSign signOf(const std::string& op_type, int64_t opset,
+                         const std::vector<Attribute>& attributes = {}) {
   return factsOf(op_type, opset, attributes).sign;
 }
 
