@@ -238,8 +238,9 @@ TEST(BackendConfig, ExtendsAMissingFileNamesIt) {
 }
 
 // The op table's layout-only ops, listed here independently of it.
-const std::vector<std::string> kLayoutOnly = {"Reshape",   "Flatten",  "Transpose", "Squeeze",
-                                              "Unsqueeze", "Identity", "Dropout"};
+const std::vector<std::string> kLayoutOnly = {
+    "Reshape",  "Flatten", "Transpose",    "Squeeze",      "Unsqueeze",
+    "Identity", "Dropout", "DepthToSpace", "SpaceToDepth", "ReverseSequence"};
 
 TEST(BackendConfig, LayoutOnlyOpsShareTheirInputByDefault) {
   const std::string path =
