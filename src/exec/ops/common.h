@@ -83,6 +83,12 @@ inline OpInfo movesData(OpInfo info) {
   return info;
 }
 
+// Computes shapes, indices, masks or constants rather than activations: never quantized.
+inline OpInfo shapeComputation(OpInfo info) {
+  info.shape_computation = true;
+  return info;
+}
+
 // `info` marked as layout only: input 0's elements, each once, in another shape or order. That
 // moves data and keeps input 0's sign.
 inline OpInfo layoutOnly(OpInfo info) {

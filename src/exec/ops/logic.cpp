@@ -62,24 +62,19 @@ std::vector<at::Tensor> isNaN(const OpContext& ctx) {
   return {at::isnan(floatInput(ctx, 0))};
 }
 
-OpInfo shapeComputation(OpInfo info) {
-  info.shape_computation = true;
-  return info;
-}
-
 }  // namespace
 
 void registerLogicOps(OpRegistry& r) {
-  r.add(shapeComputation(logical(
+  r.add(ops::shapeComputation(logical(
       "And", [](const at::Tensor& a, const at::Tensor& b) { return at::logical_and(a, b); })));
-  r.add(shapeComputation(logical(
+  r.add(ops::shapeComputation(logical(
       "Or", [](const at::Tensor& a, const at::Tensor& b) { return at::logical_or(a, b); })));
-  r.add(shapeComputation(logical(
+  r.add(ops::shapeComputation(logical(
       "Xor", [](const at::Tensor& a, const at::Tensor& b) { return at::logical_xor(a, b); })));
-  r.add(shapeComputation(op("Not", 1, kLatestOpset, logicalNot)));
-  r.add(shapeComputation(op("BitShift", 11, kLatestOpset, bitShift)));
-  r.add(shapeComputation(op("IsInf", 10, kLatestOpset, isInf)));
-  r.add(shapeComputation(op("IsNaN", 9, kLatestOpset, isNaN)));
+  r.add(ops::shapeComputation(op("Not", 1, kLatestOpset, logicalNot)));
+  r.add(ops::shapeComputation(op("BitShift", 11, kLatestOpset, bitShift)));
+  r.add(ops::shapeComputation(op("IsInf", 10, kLatestOpset, isInf)));
+  r.add(ops::shapeComputation(op("IsNaN", 9, kLatestOpset, isNaN)));
 }
 
 }  // namespace qforge

@@ -149,12 +149,6 @@ OpInfo nonNegative(OpInfo info) {
   return ops::withSign(std::move(info), OutputSign::NonNegative);
 }
 
-// Computes constants, shapes or type conversions rather than activations.
-OpInfo shapeComputation(OpInfo info) {
-  info.shape_computation = true;
-  return info;
-}
-
 }  // namespace
 
 void registerMathOps(OpRegistry& r) {
@@ -187,10 +181,10 @@ void registerMathOps(OpRegistry& r) {
   // so it does not only move data; but 0 keeps the sign.
   r.add(ops::withSign(op("Trilu", 14, kLatestOpset, trilu), OutputSign::OfDataInput));
 
-  r.add(shapeComputation(op("EyeLike", 9, kLatestOpset, eyeLike)));
-  r.add(shapeComputation(op("Size", 1, kLatestOpset, size)));
+  r.add(ops::shapeComputation(op("EyeLike", 9, kLatestOpset, eyeLike)));
+  r.add(ops::shapeComputation(op("Size", 1, kLatestOpset, size)));
   // Like Cast, which converts shapes and indices far more often than activations.
-  r.add(shapeComputation(op("CastLike", 15, kLatestOpset, castLike)));
+  r.add(ops::shapeComputation(op("CastLike", 15, kLatestOpset, castLike)));
   r.add(op("DynamicQuantizeLinear", 11, kLatestOpset, dynamicQuantizeLinear));
 }
 

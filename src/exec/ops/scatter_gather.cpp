@@ -251,11 +251,6 @@ OpInfo gathersData(OpInfo info) {
   return ops::withSign(ops::movesData(std::move(info)), OutputSign::OfDataInput);
 }
 
-OpInfo indexOutputs(OpInfo info) {
-  info.shape_computation = true;
-  return info;
-}
-
 }  // namespace
 
 void registerScatterGatherOps(OpRegistry& r) {
@@ -267,7 +262,7 @@ void registerScatterGatherOps(OpRegistry& r) {
   r.add(op("ScatterElements", 11, kLatestOpset, scatterElements));
   r.add(op("ScatterND", 11, kLatestOpset, scatterNd));
   // OneHot's output is made of its constant on/off values, placed by integer indices.
-  r.add(indexOutputs(op("OneHot", 9, kLatestOpset, oneHot)));
+  r.add(ops::shapeComputation(op("OneHot", 9, kLatestOpset, oneHot)));
   r.add(ops::layoutOnly(op("ReverseSequence", 10, kLatestOpset, reverseSequence)));
 }
 

@@ -125,11 +125,6 @@ std::vector<at::Tensor> compress(const OpContext& ctx) {
   return {data.index_select(axis, at::nonzero(keep).reshape({-1}))};
 }
 
-OpInfo indexOutputs(OpInfo info) {
-  info.shape_computation = true;
-  return info;
-}
-
 // Only the data output is an activation; the index outputs of TopK and Unique are int64.
 OpInfo selectsValues(OpInfo info) {
   return ops::withSign(ops::movesData(std::move(info)), OutputSign::OfDataInput);
@@ -138,11 +133,11 @@ OpInfo selectsValues(OpInfo info) {
 }  // namespace
 
 void registerSelectionOps(OpRegistry& r) {
-  r.add(indexOutputs(
+  r.add(ops::shapeComputation(
       op("ArgMax", 1, kLatestOpset, [](const OpContext& c) { return argExtreme(c, true); })));
-  r.add(indexOutputs(
+  r.add(ops::shapeComputation(
       op("ArgMin", 1, kLatestOpset, [](const OpContext& c) { return argExtreme(c, false); })));
-  r.add(indexOutputs(op("NonZero", 9, kLatestOpset, nonZero)));
+  r.add(ops::shapeComputation(op("NonZero", 9, kLatestOpset, nonZero)));
   r.add(selectsValues(op("TopK", 1, kLatestOpset, topK)));
   r.add(selectsValues(op("Unique", 11, kLatestOpset, unique)));
   r.add(selectsValues(op("Compress", 9, kLatestOpset, compress)));

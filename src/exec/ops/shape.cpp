@@ -385,11 +385,6 @@ OpInfo layoutOnInt8(OpInfo info) {
   return info;
 }
 
-OpInfo shapeComputation(OpInfo info) {
-  info.shape_computation = true;
-  return info;
-}
-
 }  // namespace
 
 void registerShapeOps(OpRegistry& r) {
@@ -406,9 +401,9 @@ void registerShapeOps(OpRegistry& r) {
   r.add(ops::movesData(op("Expand", 8, kLatestOpset, expand)));
   r.add(ops::movesData(op("Tile", 1, kLatestOpset, tile)));
   // These produce new values (shapes, constants, sequences) rather than moving their inputs.
-  r.add(shapeComputation(op("Shape", 1, kLatestOpset, shape)));
-  r.add(shapeComputation(op("Constant", 1, kLatestOpset, constant)));
-  r.add(shapeComputation(op("ConstantOfShape", 9, kLatestOpset, constantOfShape)));
+  r.add(ops::shapeComputation(op("Shape", 1, kLatestOpset, shape)));
+  r.add(ops::shapeComputation(op("Constant", 1, kLatestOpset, constant)));
+  r.add(ops::shapeComputation(op("ConstantOfShape", 9, kLatestOpset, constantOfShape)));
   r.add(op("Range", 11, kLatestOpset, range));
   registerIndexingOps(r);
 }

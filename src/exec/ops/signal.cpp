@@ -164,28 +164,23 @@ std::vector<at::Tensor> melWeightMatrix(const OpContext& ctx) {
   return {weights.to(outputType(ctx))};
 }
 
-// Computes constants from its scalar inputs, not activations.
-OpInfo shapeComputation(OpInfo info) {
-  info.shape_computation = true;
-  return info;
-}
-
 }  // namespace
 
 void registerSignalOps(OpRegistry& r) {
   r.add(op("DFT", 17, kLatestOpset, dft));
   r.add(op("STFT", 17, kLatestOpset, stft));
-  r.add(shapeComputation(op("BlackmanWindow", 17, kLatestOpset, window([](const at::Tensor& p) {
-                              return 0.42 - 0.5 * at::cos(p) + 0.08 * at::cos(2 * p);
-                            }))));
-  r.add(shapeComputation(op("HammingWindow", 17, kLatestOpset, window([](const at::Tensor& p) {
-                              return 25.0 / 46.0 - (21.0 / 46.0) * at::cos(p);
-                            }))));
-  r.add(shapeComputation(op("HannWindow", 17, kLatestOpset, window([](const at::Tensor& p) {
-                              const at::Tensor half = at::sin(p / 2);
-                              return half * half;
-                            }))));
-  r.add(shapeComputation(op("MelWeightMatrix", 17, kLatestOpset, melWeightMatrix)));
+  r.add(
+      ops::shapeComputation(op("BlackmanWindow", 17, kLatestOpset, window([](const at::Tensor& p) {
+                                 return 0.42 - 0.5 * at::cos(p) + 0.08 * at::cos(2 * p);
+                               }))));
+  r.add(ops::shapeComputation(op("HammingWindow", 17, kLatestOpset, window([](const at::Tensor& p) {
+                                   return 25.0 / 46.0 - (21.0 / 46.0) * at::cos(p);
+                                 }))));
+  r.add(ops::shapeComputation(op("HannWindow", 17, kLatestOpset, window([](const at::Tensor& p) {
+                                   const at::Tensor half = at::sin(p / 2);
+                                   return half * half;
+                                 }))));
+  r.add(ops::shapeComputation(op("MelWeightMatrix", 17, kLatestOpset, melWeightMatrix)));
 }
 
 }  // namespace qforge
