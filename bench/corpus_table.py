@@ -29,7 +29,7 @@ BACKENDS = ["Academic", "Academic_NLP", "NNIE", "ONNX_QNN", "ONNXRuntime", "Open
 NPM_MODELS = {
     "u2netp": ("u2netp.onnx", ("images", "3,320,320", "nchw", "imagenet")),
     "mlsd_320_tiny": ("mlsd_320_tiny.onnx", ("images", "320,320,4", "nhwc", "pm1")),
-    "oww_melspectrogram": ("oww_melspectrogram.onnx", ("random", "normal")),
+    "oww_melspectrogram": ("oww_melspectrogram.onnx", ("random", "normal,shape=16000")),
     "oww_embedding": ("oww_embedding.onnx", ("random", "normal")),
     "silero_vad_op15": ("silero_vad_op15.onnx", ("random", "normal")),
     "isnet_fp16": ("isnet_fp16.onnx", ("images", "3,1024,1024", "nchw", "imagenet")),
@@ -106,10 +106,12 @@ def cell(qforge, model, backend, calib, work):
     if done.returncode != 0:
         return {"quantizes": False, "why": one_line(done.stderr)}
     result = {"quantizes": True}
-    done = run([qforge, "verify", out, "--data", calib, "--limit", "2", "--json", "--quiet"])
+    done = run([qforge, "verify", out, "--data", calib, "--limit", "2", "--quiet"])
     result["verifies"] = done.returncode == 0
     if done.returncode != 0:
-        result["why"] = "verify: " + one_line(done.stderr or done.stdout)
+        mismatch = [l for l in done.stdout.splitlines() if l.startswith("MISMATCH")]
+        result["why"] = "verify: " + (mismatch[0][len("MISMATCH"):].strip() if mismatch
+                                      else one_line(done.stderr or done.stdout))
     result["sqnr_db"] = None
     qdq = os.path.join(out, "model.qdq.onnx")
     if os.path.exists(qdq):
