@@ -28,10 +28,10 @@ namespace {
 // Each op family keeps its own list.
 const std::map<std::string, std::string> kKnownExceptions = {
 #include "conformance/known_exceptions/elementwise.inc"
+#include "conformance/known_exceptions/math.inc"
 #include "conformance/known_exceptions/nn.inc"
 #include "conformance/known_exceptions/quantized.inc"
 #include "conformance/known_exceptions/shape.inc"
-#include "conformance/known_exceptions/math.inc"
 };
 
 std::vector<fs::path> sortedFiles(const fs::path& dir, const std::string& prefix) {
