@@ -135,6 +135,7 @@ const OpRegistry& OpRegistry::builtin() {
     registerScatterGatherOps(r);
     registerSpaceOps(r);
     registerDetectionOps(r);
+    registerLossOps(r);
     return r;
   }();
   return registry;

@@ -167,5 +167,6 @@ void registerSelectionOps(OpRegistry& registry);       // ArgMax, TopK, NonZero,
 void registerScatterGatherOps(OpRegistry& registry);   // GatherElements/ND, Scatter*, OneHot...
 void registerSpaceOps(OpRegistry& registry);  // DepthToSpace, SpaceToDepth, MaxUnpool, GridSample
 void registerDetectionOps(OpRegistry& registry);  // NonMaxSuppression, RoiAlign
+void registerLossOps(OpRegistry& registry);  // NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss
 
 }  // namespace qforge
