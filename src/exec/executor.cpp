@@ -147,6 +147,33 @@ std::vector<bool> Executor::overwritableInputs(
   return flags;
 }
 
+namespace {
+
+// ATen 1.13 has no CPU kernels in float16 for convolution, matmul, pooling and resampling, which
+// models converted to float16 are full of. Such an op runs as ONNX Runtime's CPU provider runs
+// it: inputs cast to float32, the op, results cast back to float16.
+bool lacksHalfKernel(const std::string& message, const OpContext& ctx) {
+  if (message.find("not implemented for 'Half'") == std::string::npos) return false;
+  for (const at::Tensor& t : ctx.inputs()) {
+    if (t.defined() && t.scalar_type() == at::kHalf) return true;
+  }
+  return false;
+}
+
+std::vector<at::Tensor> runHalfInFloat32(const OpInfo& info, const OpContext& ctx) {
+  std::vector<at::Tensor> widened;
+  for (const at::Tensor& t : ctx.inputs())
+    widened.push_back(t.defined() && t.scalar_type() == at::kHalf ? t.to(at::kFloat) : t);
+  OpContext wide(ctx.node(), ctx.opset(), std::move(widened));
+  std::vector<at::Tensor> results = info.run(wide);
+  for (at::Tensor& r : results) {
+    if (r.defined() && r.scalar_type() == at::kFloat) r = r.to(at::kHalf);
+  }
+  return results;
+}
+
+}  // namespace
+
 TensorMap Executor::runSteps(const TensorMap& feeds, const std::vector<const Value*>& wanted) {
   // Which nodes are needed: walk back from the wanted values, stopping at fed values.
   std::unordered_set<const Node*> needed;
@@ -203,14 +230,19 @@ TensorMap Executor::runSteps(const TensorMap& feeds, const std::vector<const Val
         ctx.setOverwritable(overwritableInputs(*s.node, ctx, reads, keep, feeds));
       }
       try {
-        results = s.info->run(ctx);
+        results = s.half_via_float ? runHalfInFloat32(*s.info, ctx) : s.info->run(ctx);
       } catch (const Error&) {
         throw;
       } catch (const std::exception& e) {
         // ATen's messages are multi-line with a C++ backtrace; keep the first line.
         std::string what = e.what();
         what = what.substr(0, what.find('\n'));
-        throw Error(s.node->describe() + ", opset " + std::to_string(s.opset) + ": " + what);
+        if (!s.half_via_float && lacksHalfKernel(what, ctx)) {
+          s.half_via_float = true;
+          results = runHalfInFloat32(*s.info, ctx);
+        } else {
+          throw Error(s.node->describe() + ", opset " + std::to_string(s.opset) + ": " + what);
+        }
       }
     }
     const auto& outs = s.node->outputs();

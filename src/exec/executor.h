@@ -72,6 +72,8 @@ class Executor {
     const Node* node;
     const OpInfo* info;
     int64_t opset;
+    // Learnt on the first run: the op has no float16 kernel, so it runs widened to float32.
+    mutable bool half_via_float = false;
   };
   struct HookEntry {
     int64_t id;

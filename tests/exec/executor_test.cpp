@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "core/error.h"
+#include "support/checks.h"
 
 namespace qforge {
 namespace {
@@ -283,6 +284,49 @@ TEST_F(ExecutorInPlaceTest, NothingIsOverwrittenWhenRecordingGradients) {
   at::Tensor out = ex.run({{"x", at::tensor({1.f, 1.f})}}).at("r");
   out.sum().backward();
   EXPECT_TRUE(at::equal(g.value("w")->initializer().grad(), at::tensor({1.f, 0.f})));
+}
+
+}  // namespace
+}  // namespace qforge
+
+namespace qforge {
+namespace {
+
+// A float16 Conv: ATen 1.13 has no float16 convolution on the CPU, so the executor runs it as
+// ONNX Runtime's CPU provider does, in float32 with the result rounded back to float16.
+TEST(ExecutorTest, AFloat16OpWithoutAHalfKernelRunsInFloat32AndGivesFloat16) {
+  Graph g;
+  Value* x = g.addValue("x");
+  g.addInput(x);
+  at::manual_seed(1);
+  const at::Tensor w = at::randn({4, 3, 3, 3}).to(at::kHalf);
+  Node* conv = g.addNode("Conv", {x, g.addInitializer("w", w)}, {"y"}, "conv");
+  Node* relu = g.addNode("Relu", {conv->output(0)}, {"r"}, "relu");
+  g.addOutput(relu->output(0));
+  const at::Tensor input = at::randn({2, 3, 8, 8}).to(at::kHalf);
+  Executor ex(g);
+  for (int run = 0; run < 2; ++run) {  // the second run takes the float32 path directly
+    const at::Tensor r = ex.run({{"x", input}}).at("r");
+    EXPECT_EQ(r.scalar_type(), at::kHalf);
+    const at::Tensor want =
+        at::relu(at::conv2d(input.to(at::kFloat), w.to(at::kFloat))).to(at::kHalf);
+    EXPECT_TRUE(at::equal(r, want));
+  }
+}
+
+// Other failures keep their message: a float16 fallback never hides a real error.
+TEST(ExecutorTest, AFloat16OpThatFailsForAnotherReasonStillFailsNamingTheNode) {
+  Graph g;
+  Value* x = g.addValue("x");
+  g.addInput(x);
+  Node* conv = g.addNode("Conv", {x, g.addInitializer("w", at::randn({4, 5, 3, 3}).to(at::kHalf))},
+                         {"y"}, "conv");
+  g.addOutput(conv->output(0));
+  const std::string e = testing::errorOf([&] {
+    Executor(g).run({{"x", at::randn({1, 3, 8, 8}).to(at::kHalf)}});
+  });
+  EXPECT_NE(e.find("node 'conv' (Conv)"), std::string::npos) << e;
+  EXPECT_EQ(e.find("Half"), std::string::npos) << e;
 }
 
 }  // namespace
