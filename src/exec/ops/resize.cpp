@@ -56,9 +56,12 @@ double originalCoordinate(const ResizePlan& plan, size_t axis, int64_t j, int64_
   return 0.5 * (start + end) * (in - 1);
 }
 
-int64_t roundNearest(const std::string& nearest_mode, double x) {
+int64_t roundNearest(const std::string& nearest_mode, double x, double scale) {
   const double lower = std::floor(x);
   const double fraction = x - lower;
+  // Resize-10 names no rounding; ONNX Runtime (its "simple" mode) floors when an axis grows and
+  // takes the ceiling when it shrinks, and that is what models exported at opset 10 were run by.
+  if (nearest_mode == "simple") return static_cast<int64_t>(scale < 1 ? std::ceil(x) : lower);
   if (nearest_mode == "floor") return static_cast<int64_t>(lower);
   if (nearest_mode == "ceil") return static_cast<int64_t>(std::ceil(x));
   if (nearest_mode == "round_prefer_ceil")
@@ -115,7 +118,7 @@ at::Tensor resample(const OpContext& ctx, const at::Tensor& input, const ResizeP
     if (!linear) {
       std::vector<int64_t> idx(out);
       for (int64_t j = 0; j < out; ++j) {
-        idx[j] = clampIndex(roundNearest(plan.nearest_mode, coords[j]));
+        idx[j] = clampIndex(roundNearest(plan.nearest_mode, coords[j], plan.scales[axis]));
       }
       y = y.index_select(axis, indexTensor(idx));
       continue;
@@ -158,8 +161,9 @@ void checkModes(const OpContext& ctx, const ResizePlan& plan) {
   }
   static const char* const kNearestModes[] = {"round_prefer_floor", "round_prefer_ceil", "floor",
                                               "ceil"};
-  if (std::find(std::begin(kNearestModes), std::end(kNearestModes), plan.nearest_mode) ==
-      std::end(kNearestModes)) {
+  const bool resize10 = ctx.opset() < 11 && plan.nearest_mode == "simple";  // set by us, not read
+  if (!resize10 && std::find(std::begin(kNearestModes), std::end(kNearestModes),
+                             plan.nearest_mode) == std::end(kNearestModes)) {
     ctx.fail("unknown nearest_mode '" + plan.nearest_mode + "'");
   }
 }
@@ -198,10 +202,9 @@ std::vector<at::Tensor> resize(const OpContext& ctx) {
   std::optional<std::vector<double>> scales;
   std::optional<std::vector<int64_t>> sizes;
   if (ctx.opset() < 11) {
-    // Resize-10 is Upsample with downscaling allowed: asymmetric coordinates, nearest floors
-    // (the mapping ONNX's 10 -> 11 version converter uses).
+    // Resize-10 is Upsample with downscaling allowed: asymmetric coordinates.
     plan.coordinate_mode = "asymmetric";
-    plan.nearest_mode = "floor";
+    plan.nearest_mode = "simple";
     scales = toDoubleVector(ctx.input(1));
   } else {
     plan.coordinate_mode = ctx.attrString("coordinate_transformation_mode", "half_pixel");

@@ -128,12 +128,13 @@ TEST(ResizeTest, NearestKeepsIntegerTypes) {
   expectTensorNear(resizeTo(i64({1, 2}), {4}, {coordinates("asymmetric")}), i64({1, 1, 2, 2}));
 }
 
-TEST(ResizeTest, Opset10IsAsymmetricAndFloors) {
+TEST(ResizeTest, Opset10IsAsymmetricAndRoundsAsOnnxRuntimeDoes) {
   expectTensorNear(run1({"Resize", 10, {f32({10, 20, 30}), f32({2})}}),
                    f32({10, 10, 20, 20, 30, 30}));
-  // Downscaling 5 -> 3: coordinates 0, 1.67, 3.33 floor to 0, 1, 3.
+  // Downscaling 5 -> 3: coordinates 0, 1.67, 3.33 round up to 0, 2, 4 (ONNX Runtime's rule
+  // for a shrinking axis; growing ones floor, as above).
   expectTensorNear(run1({"Resize", 10, {f32({10, 20, 30, 40, 50}), f32({0.6})}}),
-                   f32({10, 20, 40}));
+                   f32({10, 30, 50}));
   expectTensorNear(run1({"Resize", 10, {f32({0, 10}), f32({2})}, {mode("linear")}}),
                    f32({0, 5, 10, 10}));
 }
