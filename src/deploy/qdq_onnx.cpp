@@ -7,6 +7,7 @@
 #include "ir/onnx_export.h"
 #include "ir/verifier.h"
 #include "passes/fake_quantize_node.h"
+#include "passes/upgrade_opset.h"
 #include "quant/fake_quantizers/derived_bias.h"
 
 namespace qforge::deploy {
@@ -188,6 +189,20 @@ class Lowerer {
   std::map<std::string, const Value*> quantized_;
 };
 
+// The opset the lowered ops need: QuantizeLinear 10, its axis 13, Round and Clip's input bounds
+// (the arithmetic form) 11.
+int64_t opsetNeeded(const Graph& graph) {
+  int64_t opset = 0;
+  for (const Node* n : graph.nodes()) {
+    if (n->opType() == "QuantizeLinear" || n->opType() == "DequantizeLinear") {
+      opset = std::max<int64_t>(opset, n->attributes.has("axis") ? 13 : 10);
+    } else if (n->opType() == "Round" || (n->opType() == "Clip" && n->inputs().size() > 1)) {
+      opset = std::max<int64_t>(opset, 11);
+    }
+  }
+  return opset;
+}
+
 }  // namespace
 
 Graph toQdqGraph(passes::PreparedModel& model,
@@ -198,14 +213,9 @@ Graph toQdqGraph(passes::PreparedModel& model,
     if (passes::isFakeQuantize(n)) lowerer.lower(n);
   }
   graph.model.opset_imports.erase(passes::kQforgeDomain);
-  // Per-channel QuantizeLinear needs opset 13; older models are raised only when they need it.
-  if (graph.model.opsetFor("") < 13) {
-    for (const Node* n : graph.nodes()) {
-      require(!(n->opType() == "QuantizeLinear" && n->attributes.has("axis")),
-              "per-channel quantization needs ONNX opset 13; the model has opset " +
-                  std::to_string(graph.model.opsetFor("")) + ": convert it to opset 13 first");
-    }
-  }
+  // prepare() raised the model to the opset these ops need (passes/deploy_opset.h); a prepared
+  // model saved before it did, or prepared with a pass list without upgrade-opset, is raised here.
+  passes::upgradeOpset(graph, opsetNeeded(graph));
   graph.eliminateDeadCode();
   verifyGraph(graph);  // what runtimes will load: refuse here rather than write it
   if (quantized_values != nullptr) {

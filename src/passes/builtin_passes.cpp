@@ -1,11 +1,15 @@
 // The passes prepare() is made of, registered by name.
+#include <memory>
 #include <set>
 
 #include "passes/constants_to_initializers.h"
+#include "passes/float16_to_float32.h"
 #include "passes/float_ops.h"
 #include "passes/fold_batchnorm.h"
+#include "passes/fold_constants.h"
 #include "passes/pass_registry.h"
 #include "passes/unit_settings.h"
+#include "passes/upgrade_opset.h"
 #include "passes/zero_bias_under_batchnorm.h"
 
 namespace qforge::passes {
@@ -44,8 +48,9 @@ PassResult foldBatchNormPass(Graph& graph, PassContext& context) {
 }
 
 PassResult findUnitsPass(Graph& graph, PassContext& context) {
-  context.units =
-      findQuantUnits(graph, context.requireBackend("find-units"), context.config.extra_quantizable);
+  context.activations = std::make_shared<const ActivationValues>(graph);
+  context.units = findQuantUnits(graph, context.requireBackend("find-units"),
+                                 context.config.extra_quantizable, context.activations.get());
   return {static_cast<int64_t>(context.units->size()), {}};
 }
 
@@ -71,7 +76,8 @@ PassResult floatOpsPass(Graph& graph, PassContext& context) {
   for (size_t i = 0; i < units.size(); ++i) {
     if (!settings[i].skip) in_units.insert(units[i].nodes.begin(), units[i].nodes.end());
   }
-  context.float_ops = listFloatOps(graph, context.requireBackend("list-float-ops"), in_units);
+  context.float_ops = listFloatOps(graph, context.requireBackend("list-float-ops"), in_units,
+                                   context.activations.get());
   return {static_cast<int64_t>(context.float_ops->size()), {}};
 }
 
@@ -91,6 +97,26 @@ void registerBuiltinPasses(PassRegistry& registry) {
                     [](Graph& graph, PassContext&) -> PassResult {
                       return {static_cast<int64_t>(constantsToInitializers(graph)), {}};
                     }));
+  registry.add(Pass("float16-to-float32", PassKind::Graph,
+                    "a model converted to float16 is quantized in float32: float16 weights, "
+                    "Casts and constants widened, float16 inputs and outputs kept behind Casts",
+                    [](Graph& graph, PassContext&) -> PassResult {
+                      return {static_cast<int64_t>(float16ToFloat32(graph).total()), {}};
+                    }));
+  registry.add(Pass("fold-constants", PassKind::Graph,
+                    "nodes whose inputs are all constants evaluated once and replaced by "
+                    "initializers (shape arithmetic, weight reshapes; not random ops, not over "
+                    "64 MiB)",
+                    [](Graph& graph, PassContext&) -> PassResult {
+                      return {static_cast<int64_t>(foldConstants(graph)), {}};
+                    }));
+  registry.add(
+      Pass("upgrade-opset", PassKind::Graph,
+           "the default-domain opset raised to what the backend's deploy files need "
+           "(QuantizeLinear 10, arithmetic grids 11, per-channel 13), ops rewritten",
+           [](Graph& graph, PassContext& context) -> PassResult {
+             return {static_cast<int64_t>(upgradeOpset(graph, context.target_opset).rewritten), {}};
+           }));
   registry.add(Pass("fold-bn", PassKind::Graph,
                     "BatchNormalization folded into the Conv/ConvTranspose/Gemm before it, "
                     "except where the backend quantizes that op without fusing BN",

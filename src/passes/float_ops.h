@@ -8,14 +8,16 @@
 
 #include "backends/backend_config.h"
 #include "ir/graph.h"
+#include "passes/activation_values.h"
 
 namespace qforge::passes {
 
 // One line per op type, "Softmax x2: node_a node_b", for the nodes that are in no quantized unit
 // (`in_units`), are not FakeQuantize, shares-input ops of `backend`, pure data movement or shape
-// computations (Shape, Cast, ConstantOfShape: the op table's facts). At most four names per line,
-// then "...".
+// computations (Shape, Cast, ConstantOfShape: the op table's facts), nor, given `activations`,
+// ops that write no activation (arithmetic on sizes). At most four names per line, then "...".
 std::vector<std::string> listFloatOps(const Graph& graph, const backends::BackendConfig& backend,
-                                      const std::set<const Node*>& in_units);
+                                      const std::set<const Node*>& in_units,
+                                      const ActivationValues* activations = nullptr);
 
 }  // namespace qforge::passes

@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "exec/op_traits.h"
+#include "passes/activation_values.h"
 #include "passes/fake_quantize_node.h"
 
 namespace qforge::passes {
@@ -78,7 +79,11 @@ class Inserter {
     const backends::Placement& place = backend_.placement;
     if (place.graph_inputs) {
       for (Value* in : graph_.inputs()) {
-        if (!in->isInitializer()) quantizeAllUses(in, "", backend_.activation);
+        // Token ids and masks are inputs too, but no activations.
+        const DType dtype = in->type.dtype;
+        if (!in->isInitializer() && (dtype == DType::Undefined || isFloatType(dtype))) {
+          quantizeAllUses(in, "", backend_.activation);
+        }
       }
     }
     for (size_t i = 0; i < units.size(); ++i) {
@@ -86,7 +91,7 @@ class Inserter {
       const UnitSettings& s = settings[i];
       if (s.skip) continue;
       if (unit.role == OpRole::Fixed) {
-        quantizeFixedOutput(unit);
+        if (unit.output_carries_activations) quantizeFixedOutput(unit);
         continue;
       }
       const bool shared_concat =
@@ -101,7 +106,9 @@ class Inserter {
           if (shared_concat && concat_quantizer.empty()) concat_quantizer = q;
         }
       }
-      if (place.unit_outputs || (place.graph_outputs && graph_.isGraphOutput(unit.output))) {
+      const bool output_placed =
+          place.unit_outputs || (place.graph_outputs && graph_.isGraphOutput(unit.output));
+      if (output_placed && unit.output_carries_activations) {
         quantizeAllUses(unit.output, unit.name, s.activation, concat_quantizer);
       }
       if (backend_.constraints.bias.mode != backends::BiasRule::Mode::Float &&

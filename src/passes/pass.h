@@ -13,12 +13,14 @@
 #include <any>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "backends/backend_config.h"
 #include "ir/graph.h"
+#include "passes/activation_values.h"
 #include "passes/insert_fake_quant.h"
 #include "passes/quant_config.h"
 #include "passes/quant_units.h"
@@ -36,8 +38,13 @@ struct PassResult {
 struct PassContext {
   const backends::BackendConfig* backend = nullptr;  // placement passes need one
   QuantConfig config;                                // the user's overrides and extra ops
+  // The default-domain opset upgrade-opset raises the graph to (0: none); prepare() sets the one
+  // the backend's deploy files need (passes/deploy_opset.h).
+  int64_t target_opset = 0;
   // Handed on by the placement passes, in pipeline order.
-  std::optional<std::vector<QuantUnit>> units;        // find-units
+  // find-units: which values carry activations (read again by list-float-ops), and the units.
+  std::shared_ptr<const ActivationValues> activations;
+  std::optional<std::vector<QuantUnit>> units;
   std::optional<std::vector<UnitSettings>> settings;  // resolve-settings, parallel to units
   std::optional<std::vector<std::string>> float_ops;  // list-float-ops
   std::optional<std::vector<QuantPoint>> points;      // insert-fake-quant

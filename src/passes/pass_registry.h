@@ -28,7 +28,8 @@ class PassRegistry {
 };
 
 // The built-in passes, registered in pipeline order:
-//   constants-to-initializers, fold-bn (graph passes);
+//   constants-to-initializers, float16-to-float32, fold-constants, upgrade-opset, fold-bn (graph
+//   passes);
 //   find-units, zero-bias-under-bn, resolve-settings, list-float-ops, insert-fake-quant
 //   (placement passes).
 void registerBuiltinPasses(PassRegistry& registry);

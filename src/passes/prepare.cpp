@@ -1,6 +1,7 @@
 #include "passes/prepare.h"
 
 #include "core/error.h"
+#include "passes/deploy_opset.h"
 #include "passes/fake_quantize_node.h"
 #include "passes/pass_pipeline.h"
 #include "quant/fake_quantizers/derived_bias.h"
@@ -114,9 +115,10 @@ constexpr const char* kPlacementPassesKeepingBatchNorm =
 }  // namespace
 
 std::string defaultPreparePasses(bool fold_batchnorm) {
-  return fold_batchnorm
-             ? "constants-to-initializers,fold-bn," + std::string(kPlacementPasses)
-             : "constants-to-initializers," + std::string(kPlacementPassesKeepingBatchNorm);
+  const std::string graph_passes =
+      "constants-to-initializers,float16-to-float32,fold-constants,upgrade-opset,";
+  return fold_batchnorm ? graph_passes + "fold-bn," + kPlacementPasses
+                        : graph_passes + kPlacementPassesKeepingBatchNorm;
 }
 
 PassPipeline preparePipeline(const PrepareOptions& options) {
@@ -127,9 +129,11 @@ PassPipeline preparePipeline(const PrepareOptions& options) {
   }
   PassPipeline pipeline = PassPipeline::parse(options.passes, registry);
   if (!pipeline.hasPlacement()) {
-    // Graph passes only: quantize what they leave, as the default pipeline would.
+    // Graph passes only: raise the opset and quantize what they leave, as the default pipeline
+    // would.
     const char* tail = options.fold_batchnorm ? kPlacementPasses : kPlacementPassesKeepingBatchNorm;
-    pipeline = PassPipeline::parse(options.passes + "," + std::string(tail), registry);
+    const std::string upgrade = pipeline.contains("upgrade-opset") ? "" : "upgrade-opset,";
+    pipeline = PassPipeline::parse(options.passes + "," + upgrade + tail, registry);
   }
   require(pipeline.contains("insert-fake-quant"),
           "pass list '" + pipeline.text() +
@@ -146,6 +150,7 @@ std::unique_ptr<PreparedModel> prepare(Graph g, const BackendConfig& backend,
   PassContext context;
   context.backend = &backend;
   context.config = options.config;
+  context.target_opset = requiredDeployOpset(backend, options.config);
   std::vector<PassRecord> records = pipeline.run(g, context);
 
   const std::vector<QuantUnit>& units = *context.units;

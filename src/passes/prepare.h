@@ -2,6 +2,12 @@
 // passes (passes/pass_pipeline.h), by default:
 //   constants-to-initializers   Constant nodes become initializers (later passes read Clip
 //                               bounds, shapes as constants)
+//   float16-to-float32          a model converted to float16 widened to float32 inside, its
+//                               float16 inputs and outputs kept behind Casts
+//   fold-constants              nodes on constants only evaluated into initializers, so shape
+//                               arithmetic on constants is no computation to quantize
+//   upgrade-opset               the opset raised to what the deploy files need
+//                               (passes/deploy_opset.h), before calibration
 //   fold-bn                     BatchNormalization folded into Conv/ConvTranspose/Gemm (before
 //                               units: BN is not a unit), except after an op the backend
 //                               quantizes without fusing BN (Academic)

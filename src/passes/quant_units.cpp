@@ -1,9 +1,11 @@
 #include "passes/quant_units.h"
 
 #include <algorithm>
+#include <optional>
 #include <set>
 
 #include "exec/op_traits.h"
+#include "passes/activation_values.h"
 
 namespace qforge::passes {
 
@@ -64,7 +66,8 @@ std::vector<int> activationSlots(const Node& node, const OpInfo* info,
   return slots;
 }
 
-void collectInputs(const Graph& graph, const BackendConfig& backend, QuantUnit& unit) {
+void collectInputs(const Graph& graph, const BackendConfig& backend,
+                   const ActivationValues& activations, QuantUnit& unit) {
   const std::set<const Node*> inside(unit.nodes.begin(), unit.nodes.end());
   for (size_t k = 0; k < unit.nodes.size(); ++k) {
     Node* node = unit.nodes[k];
@@ -92,11 +95,25 @@ void collectInputs(const Graph& graph, const BackendConfig& backend, QuantUnit& 
       const Value* v = node->input(static_cast<size_t>(slot));
       if (v == nullptr || isConstant(v) || (isWeightInput(info, slot) && v->isInitializer()))
         continue;
+      // Indices, shapes and masks are never quantized; a weight computed from initializers
+      // (Transpose(W) when constant folding is off or over its budget) still is, as a weight.
+      const DType dtype = activations.dtypeOf(v);
+      const bool computed_weight =
+          isWeightInput(info, slot) && (dtype == DType::Undefined || isFloatType(dtype));
+      if (!computed_weight && !activations.carriesActivations(v)) continue;
       if (v->producer() != nullptr && inside.count(v->producer())) continue;
       unit.activation_inputs.push_back(Use{node, static_cast<size_t>(slot)});
     }
   }
   unit.output = unit.nodes.back()->outputs().front();
+  unit.output_carries_activations = activations.carriesActivations(unit.output);
+}
+
+bool readsActivations(const Node& node, const ActivationValues& activations) {
+  for (const Value* in : node.inputs()) {
+    if (activations.carriesActivations(in)) return true;
+  }
+  return false;
 }
 
 }  // namespace
@@ -111,13 +128,21 @@ OpRole unitRole(const BackendConfig& backend, const std::vector<std::string>& ex
 }
 
 std::vector<QuantUnit> findQuantUnits(const Graph& graph, const BackendConfig& backend,
-                                      const std::vector<std::string>& extra_quantizable) {
+                                      const std::vector<std::string>& extra_quantizable,
+                                      const ActivationValues* known_activations) {
+  std::optional<ActivationValues> computed;
+  if (known_activations == nullptr) computed.emplace(graph);
+  const ActivationValues& activations = known_activations ? *known_activations : *computed;
   std::vector<QuantUnit> units;
   std::set<const Node*> taken;
   for (Node* node : graph.topologicalOrder()) {
     if (taken.count(node) || !node->domain().empty()) continue;
     const OpRole role = unitRole(backend, extra_quantizable, node->opType());
     if (role != OpRole::Quantizable && role != OpRole::Fixed) continue;
+    // An op on shapes or indices only (a Mul of two sizes, a Cast to int64) is no unit.
+    if (!activations.carriesActivations(node->outputs().front()) &&
+        !readsActivations(*node, activations))
+      continue;
 
     QuantUnit unit;
     unit.role = role;
@@ -134,7 +159,7 @@ std::vector<QuantUnit> findQuantUnits(const Graph& graph, const BackendConfig& b
     for (const Node* n : unit.nodes)
       taken.insert(n);
     unit.name = node->name().empty() ? node->outputs().front()->name() : node->name();
-    collectInputs(graph, backend, unit);
+    collectInputs(graph, backend, activations, unit);
     units.push_back(std::move(unit));
   }
   return units;

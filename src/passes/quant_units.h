@@ -8,6 +8,7 @@
 
 #include "backends/backend_config.h"
 #include "ir/graph.h"
+#include "passes/activation_values.h"
 
 namespace qforge::passes {
 
@@ -21,7 +22,9 @@ struct QuantUnit {
   std::vector<Use> weights;
   Use bias;                 // bias.node == nullptr when there is none (or it is not an initializer)
   Value* output = nullptr;  // what the unit writes: the last node's first output
-  std::string pattern;      // the fusion pattern that formed it ("" for a lone op)
+  // False when the output is no activation (an int64 or shape-derived value): no quantizer on it.
+  bool output_carries_activations = true;
+  std::string pattern;  // the fusion pattern that formed it ("" for a lone op)
 
   Node* anchor() const { return nodes.front(); }
   std::string ops() const;  // "Conv+BatchNormalization+Relu"
@@ -36,9 +39,12 @@ backends::OpRole unitRole(const backends::BackendConfig& backend,
 // Finds the units of `graph` in topological order: every op whose unitRole is quantizable or
 // fixed becomes the anchor of one unit, extended by the longest fusion pattern that matches.
 // A fused step must be the only reader of the previous step's output, which must not be a graph
-// output.
+// output. Only values that carry activations (passes/activation_values.h) count as activation
+// inputs or a quantized output; an op that reads and writes none is no unit.
+// `activations` (computed here when null) must describe `graph` as it is.
 std::vector<QuantUnit> findQuantUnits(const Graph& graph, const backends::BackendConfig& backend,
-                                      const std::vector<std::string>& extra_quantizable = {});
+                                      const std::vector<std::string>& extra_quantizable = {},
+                                      const ActivationValues* activations = nullptr);
 
 // True when `v` is a constant: an initializer or the output of a Constant node.
 bool isConstant(const Value* v);

@@ -172,6 +172,14 @@ TEST(Reconstruction, AZeroCacheBudgetRecomputesEveryBatchAndGivesTheSameWeights)
   EXPECT_LE(half.peak_cache_bytes, c.cache_limit);
 }
 
+// prepare() folds an op on initializers into a new initializer; these tests keep the op, as a
+// pass list without fold-constants does, to reach the write-back through it.
+passes::PrepareOptions withoutConstantFolding() {
+  passes::PrepareOptions options;
+  options.passes = "constants-to-initializers";
+  return options;
+}
+
 // x[N,4] -> MatMul(x, Transpose(w[3,4])) -> y, with an inference Dropout after the Transpose
 // when `dropout`: the quantizer reads the transposed weight, and the rounded values must land
 // back in w, transposed.
@@ -192,7 +200,8 @@ void expectWeightWrittenBackThroughLayoutOps(bool dropout) {
       TensorType{DType::Float, std::vector<Dim>{Dim::symbolic("N"), Dim::known(3)}};
   g.addOutput(mm->output(0));
   auto m = passes::prepare(
-      std::move(g), tinyBackend({{"weight", {{"bits", 3}}}, {"ops", {{"MatMul", "quantizable"}}}}));
+      std::move(g), tinyBackend({{"weight", {{"bits", 3}}}, {"ops", {{"MatMul", "quantizable"}}}}),
+      withoutConstantFolding());
   const at::Tensor images = at::randn({64, 4});
   calibrateOn(*m, images);
   reconstruct(*m, images, quick("adaround", 200));
@@ -229,7 +238,8 @@ TEST(Reconstruction, AWeightComputedByAnotherOpIsRefusedNamingTheOp) {
   g.addInput(x);
   Node* neg = g.addNode("Neg", {g.addInitializer("w", at::randn({4, 3}))}, {"wn"}, "neg");
   g.addOutput(g.addNode("MatMul", {x, neg->output(0)}, {"y"}, "matmul")->output(0));
-  auto m = passes::prepare(std::move(g), tinyBackend({{"ops", {{"MatMul", "quantizable"}}}}));
+  auto m = passes::prepare(std::move(g), tinyBackend({{"ops", {{"MatMul", "quantizable"}}}}),
+                           withoutConstantFolding());
   const at::Tensor images = at::randn({32, 4});
   calibrateOn(*m, images);
   const std::string e = errorOf([&] { reconstruct(*m, images, quick("adaround", 10)); });

@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "ir/onnx_import.h"
+#include "ir/parse.h"
 #include "passes/fake_quantize_node.h"
 #include "passes/prepare.h"
 #include "support/onnx_builder.h"
@@ -327,6 +328,76 @@ TEST(InsertFakeQuant, ConvInTheAiOnnxDomainIsQuantizedLikeOneInTheDefaultDomain)
     m->setMode(quant::FakeQuantMode::CalibrateAndQuantize);
   EXPECT_TRUE(at::equal(spelled->executor().run({{"x", x}}).at("y"),
                         plain->executor().run({{"x", x}}).at("y")));
+}
+
+// A shape computation beside the data path, token ids as a graph input, and an int64 Cast of an
+// activation; no intermediate types are declared. Backends that quantize op outputs (SNPE's
+// placement) once put quantizers on the int64 Cast and the shape arithmetic and stopped at the
+// first batch ("received a Long tensor").
+const char* const kShapeArithmetic = R"(
+  graph g
+  input %x: float32[N,2]
+  input %ids: int64[N]
+  init %zero: int64[] = {0}
+  init %half: float32[] = {0.5}
+  init %table: float32[4,2]
+  %s = Shape(%x)
+  %n = Gather[axis=0](%s, %zero)
+  %nf = Cast[to=1](%n)
+  %k = Mul(%nf, %half)  # shape_mul
+  %y = Mul(%x, %k)  # data_mul
+  %yi = Cast[to=7](%y)  # to_int
+  %e = Gather[axis=0](%table, %ids)
+  output %y
+  output %yi
+  output %e
+)";
+
+backends::BackendConfig outputsBackend() {
+  return tinyBackend(
+      {{"ops", {{"Mul", "quantizable"}, {"Cast", "quantizable"}}},
+       {"placement", {{"unit_inputs", true}, {"unit_outputs", true}, {"graph_inputs", true}}}});
+}
+
+TEST(InsertFakeQuant, NoQuantizerOnIntegersOrShapeComputations) {
+  auto m = passes::prepare(parseGraph(kShapeArithmetic), outputsBackend());
+  std::vector<std::string> quantized;
+  for (const passes::QuantPoint& p : m->points())
+    quantized.push_back(p.value);
+  EXPECT_EQ(quantized, (std::vector<std::string>{"x", "y"}));
+  // The Mul of two sizes is no unit; the Cast of an activation is, with its input quantized only.
+  std::vector<std::string> units;
+  for (const passes::UnitSummary& u : m->units())
+    units.push_back(u.name);
+  EXPECT_EQ(units, (std::vector<std::string>{"data_mul", "to_int"}));
+  EXPECT_EQ(quantizerBefore(m->graph(), "to_int", 0), "y");
+  EXPECT_EQ(quantizerBefore(m->graph(), "shape_mul", 0), "");
+  EXPECT_EQ(fakeQuantizeNodes(m->graph()).size(), 2u);
+  // Nor is the shape arithmetic reported as an op the backend leaves in float.
+  EXPECT_TRUE(m->floatOps().empty()) << m->floatOps().front();
+}
+
+TEST(InsertFakeQuant, ShapeArithmeticRunsInFloatAndTheDataPathMatchesPyTorch) {
+  auto m = passes::prepare(parseGraph(kShapeArithmetic), outputsBackend());
+  const at::Tensor x = at::randn({3, 2});
+  const at::Tensor ids = at::tensor({0, 3, 1}, at::kLong);
+  m->setMode(quant::FakeQuantMode::Calibration);
+  m->executor().run({{"x", x}, {"ids", ids}});
+  m->setMode(quant::FakeQuantMode::Quantization);
+  const TensorMap out = m->executor().run({{"x", x}, {"ids", ids}});
+
+  // Reference: the batch of 3 makes k = 1.5; MinMax ranges of the float run, PyTorch's kernel.
+  const auto fq = [](const at::Tensor& t, const at::Tensor& range) {
+    const double s = asymmetricScale(range);
+    return at::fake_quantize_per_tensor_affine(t, static_cast<float>(s),
+                                               asymmetricZeroPoint(range, s), 0, 255);
+  };
+  const at::Tensor y = fq(fq(x, x) * 1.5, x * 1.5);
+  EXPECT_TRUE(at::allclose(out.at("y"), y, 0, 1e-6)) << out.at("y") << y;
+  EXPECT_TRUE(at::equal(out.at("yi"), y.to(at::kLong)));
+  EXPECT_EQ(out.at("yi").scalar_type(), at::kLong);
+  const at::Tensor table = m->graph().value("table")->initializer();
+  EXPECT_TRUE(at::equal(out.at("e"), table.index_select(0, ids)));  // float: Gather is no unit
 }
 
 }  // namespace

@@ -60,9 +60,11 @@ TEST(PassPipeline, ParsesNamesInOrderAndWritesThemBack) {
 }
 
 TEST(PassPipeline, RefusesBadListsNamingTheProblem) {
-  EXPECT_EQ(errorOf([] { PassPipeline::parse("fold-bn,frobnicate"); }),
-            "unknown pass 'frobnicate'; known: constants-to-initializers, fold-bn, find-units, "
-            "zero-bias-under-bn, resolve-settings, list-float-ops, insert-fake-quant");
+  EXPECT_EQ(
+      errorOf([] { PassPipeline::parse("fold-bn,frobnicate"); }),
+      "unknown pass 'frobnicate'; known: constants-to-initializers, float16-to-float32, "
+      "fold-constants, upgrade-opset, fold-bn, find-units, zero-bias-under-bn, resolve-settings, "
+      "list-float-ops, insert-fake-quant");
   EXPECT_NE(errorOf([] { PassPipeline::parse("fold-bn,,find-units"); }).find("empty name"),
             std::string::npos);
   EXPECT_NE(errorOf([] { PassPipeline::parse(""); }).find("empty name"), std::string::npos);
@@ -128,12 +130,14 @@ TEST(Prepare, RunsTheDefaultPipelineAndRecordsWhatEachPassDid) {
   for (const passes::PassRecord& r : m->passRecords())
     names.push_back(r.name);
   EXPECT_EQ(names,
-            (std::vector<std::string>{"constants-to-initializers", "fold-bn", "find-units",
+            (std::vector<std::string>{"constants-to-initializers", "float16-to-float32",
+                                      "fold-constants", "upgrade-opset", "fold-bn", "find-units",
                                       "resolve-settings", "list-float-ops", "insert-fake-quant"}));
-  EXPECT_EQ(m->passRecords()[1].result.changes, 1);  // the one BN folded
-  EXPECT_EQ(m->passRecords()[2].result.changes, 1);  // Conv+Relu: one unit
+  EXPECT_EQ(m->passRecords()[1].result.changes, 0);  // no float16 in the model
+  EXPECT_EQ(m->passRecords()[4].result.changes, 1);  // the one BN folded
+  EXPECT_EQ(m->passRecords()[5].result.changes, 1);  // Conv+Relu: one unit
   // Input, weight, bias (folding created it), output: four quantizers.
-  EXPECT_EQ(m->passRecords()[5].result.changes, static_cast<int64_t>(m->points().size()));
+  EXPECT_EQ(m->passRecords()[8].result.changes, static_cast<int64_t>(m->points().size()));
   EXPECT_EQ(testing::opCounts(m->graph())["BatchNormalization"], 0);
 }
 
@@ -149,9 +153,10 @@ TEST(Prepare, GraphPassesOnlyGetThePlacementPassesAppended) {
     std::vector<std::string> names;
     for (const passes::PassRecord& r : m->passRecords())
       names.push_back(r.name);
-    std::vector<std::string> expected = {"constants-to-initializers", "find-units",
-                                         "resolve-settings", "list-float-ops", "insert-fake-quant"};
-    if (keep_batchnorm) expected.insert(expected.begin() + 2, "zero-bias-under-bn");
+    std::vector<std::string> expected = {
+        "constants-to-initializers", "upgrade-opset",  "find-units",
+        "resolve-settings",          "list-float-ops", "insert-fake-quant"};
+    if (keep_batchnorm) expected.insert(expected.begin() + 3, "zero-bias-under-bn");
     EXPECT_EQ(names, expected);
     EXPECT_EQ(testing::opCounts(m->graph())["BatchNormalization"], 1);
     ASSERT_EQ(m->units().size(), 1u);

@@ -1,0 +1,99 @@
+#include "passes/deploy_opset.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "core/error.h"
+#include "quant/registry.h"
+
+namespace qforge::passes {
+
+using backends::QuantSpec;
+
+namespace {
+
+// Every weight or activation spec some unit may end with: the backend's, the config's global
+// patch over it, each override's patch over that, and the first/last-layer width.
+std::vector<QuantSpec> specsOf(const QuantSpec& backend_spec, const nlohmann::json& global,
+                               const QuantConfig& config, bool weights, int first_last_bits) {
+  const auto patched = [&](const QuantSpec& base, const nlohmann::json& patch) {
+    return patch.is_null() || patch.empty() ? base : applySpecPatch(base, patch, config.where);
+  };
+  const QuantSpec base = patched(backend_spec, global);
+  std::vector<QuantSpec> specs{base};
+  for (const NodeOverride& o : config.overrides) {
+    if (!o.skip) specs.push_back(patched(base, weights ? o.weight : o.activation));
+  }
+  if (first_last_bits > 0) {
+    QuantSpec first_last = base;
+    first_last.scheme.bits = first_last_bits;
+    specs.push_back(first_last);
+  }
+  return specs;
+}
+
+// Whether the spec's quantizer has an affine grid (scale and zero point).
+bool isAffine(const QuantSpec& spec) {
+  static const quant::ObserverRegistry observers = [] {
+    quant::ObserverRegistry r;
+    quant::registerBuiltinObservers(r);
+    return r;
+  }();
+  static const quant::FakeQuantizerRegistry quantizers = [] {
+    quant::FakeQuantizerRegistry r;
+    quant::registerBuiltinFakeQuantizers(r);
+    return r;
+  }();
+  try {
+    auto observer = spec.observer.empty() ? nullptr
+                                          : observers.create(spec.observer, "probe", spec.scheme,
+                                                             spec.observer_options);
+    return quantizers
+        .create(spec.fake_quantizer, "probe", spec.scheme, std::move(observer),
+                spec.fake_quantizer_options)
+        ->affine();
+  } catch (const Error&) {
+    return true;  // prepare() reports the bad spec itself, naming the tensor
+  }
+}
+
+// The QDQ lowering (deploy/qdq_onnx.cpp): QuantizeLinear for 8-bit round-half-to-even
+// activations and for baked weights of up to 8 bits; other grids as float arithmetic.
+int64_t activationOpset(const QuantSpec& spec) {
+  const bool integer =
+      spec.scheme.bits == 8 && spec.scheme.rounding == quant::RoundingMode::HalfToEven;
+  return integer ? 10 : 11;
+}
+
+int64_t weightOpset(const QuantSpec& spec) {
+  if (spec.scheme.perChannel()) return 13;
+  return spec.scheme.bits <= 8 ? 10 : 11;
+}
+
+}  // namespace
+
+int64_t requiredDeployOpset(const backends::BackendConfig& backend, const QuantConfig& config) {
+  const int first_last = backend.constraints.first_last_bits;
+  const std::vector<QuantSpec> weights =
+      specsOf(backend.weight, config.weight, config, true, first_last);
+  const std::vector<QuantSpec> activations =
+      specsOf(backend.activation, config.activation, config, false, first_last);
+  int64_t opset = 10;
+  for (const QuantSpec& w : weights) {
+    if (!isAffine(w)) return 0;
+    opset = std::max(opset, weightOpset(w));
+  }
+  for (const QuantSpec& a : activations) {
+    if (!isAffine(a)) return 0;
+    opset = std::max(opset, activationOpset(a));
+  }
+  const backends::BiasRule& bias = backend.constraints.bias;
+  if (bias.mode == backends::BiasRule::Mode::Own) {
+    QuantSpec own;
+    own.scheme = bias.scheme;
+    opset = std::max(opset, weightOpset(own));
+  }
+  return opset;
+}
+
+}  // namespace qforge::passes

@@ -1,0 +1,23 @@
+// The default-domain opset a backend's deploy files need, known from the backend and the user's
+// config alone, so that prepare() raises the model to it (passes/upgrade_opset.h) before any
+// calibration: a model the upgrade cannot carry is refused in seconds, not after hours.
+//
+//   10  QuantizeLinear/DequantizeLinear: every backend whose grids are affine gets a QDQ model
+//   11  a grid written as float arithmetic (activations not 8-bit round-half-to-even, weights
+//       over 8 bits): Round and Clip with input bounds
+//   13  per-channel weights: QuantizeLinear's axis
+// 16-bit grids are written as arithmetic, so opset 21's int16 QuantizeLinear is never needed.
+// A backend with a grid QuantizeLinear cannot express (NNIE's logarithmic one) writes no QDQ
+// model and needs no particular opset: 0.
+#pragma once
+
+#include <cstdint>
+
+#include "backends/backend_config.h"
+#include "passes/quant_config.h"
+
+namespace qforge::passes {
+
+int64_t requiredDeployOpset(const backends::BackendConfig& backend, const QuantConfig& config);
+
+}  // namespace qforge::passes
