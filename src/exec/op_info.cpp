@@ -136,6 +136,7 @@ const OpRegistry& OpRegistry::builtin() {
     registerSpaceOps(r);
     registerDetectionOps(r);
     registerLossOps(r);
+    registerRecurrentOps(r);
     return r;
   }();
   return registry;

@@ -168,5 +168,6 @@ void registerScatterGatherOps(OpRegistry& registry);   // GatherElements/ND, Sca
 void registerSpaceOps(OpRegistry& registry);  // DepthToSpace, SpaceToDepth, MaxUnpool, GridSample
 void registerDetectionOps(OpRegistry& registry);  // NonMaxSuppression, RoiAlign
 void registerLossOps(OpRegistry& registry);  // NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss
+void registerRecurrentOps(OpRegistry& registry);  // RNN, GRU, LSTM
 
 }  // namespace qforge
