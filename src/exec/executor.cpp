@@ -48,6 +48,12 @@ Executor::Executor(const Graph& graph, ExecutorOptions options, const OpRegistry
     const OpInfo* info = registry.find(node->domain(), node->opType(), opset);
     if (info == nullptr) {
       const std::string op = (node->domain().empty() ? "" : node->domain() + "::") + node->opType();
+      if (node->domain().empty() && opset > kNewestOnnxOpset) {
+        throw Error("the model imports ONNX opset " + std::to_string(opset) +
+                    "; qforge knows ONNX opsets up to " + std::to_string(kNewestOnnxOpset) +
+                    ": convert the model to opset " + std::to_string(kNewestOnnxOpset) +
+                    " or lower (its exporter's opset option, or onnx.version_converter)");
+      }
       throw Error(node->describe() + ": qforge cannot run " + op + " at opset " +
                   std::to_string(opset) +
                   (registry.knowsOp(node->domain(), node->opType())

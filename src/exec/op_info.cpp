@@ -91,6 +91,7 @@ void OpRegistry::replaceLowering(const std::string& domain, const std::string& o
 const OpInfo* OpRegistry::find(const std::string& domain, const std::string& op_type,
                                int64_t opset) const {
   const std::string d = normalDomain(domain);
+  if (d.empty() && opset > kNewestOnnxOpset) return nullptr;
   for (const OpInfo& e : entries_) {
     if (e.op_type == op_type && e.domain == d && e.since_version <= opset &&
         opset <= e.until_version) {

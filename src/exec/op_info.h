@@ -84,6 +84,10 @@ enum class OutputSign {
   OfAllInputs,  // >= 0 wherever every input is (Add)
 };
 
+// The newest ONNX opset whose default-domain ops the table was checked against. A later opset may
+// redefine any op, so a model importing one is refused rather than run by an older definition.
+inline constexpr int64_t kNewestOnnxOpset = 21;
+
 struct OpInfo {
   std::string op_type;
   std::string domain;  // "" for the default ONNX domain

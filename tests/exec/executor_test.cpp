@@ -148,6 +148,18 @@ TEST(ExecutorTest, UnsupportedOpIsReportedWhenBuiltNamingNodeAndOpset) {
   EXPECT_EQ(missing[0], "Neg (opset 11): neg");
 }
 
+// Opset 21 runs; 22 may have redefined any op, so the whole model is refused in one line that
+// says what to do, whichever node comes first.
+TEST(ExecutorTest, AnOpsetAboveTheNewestKnownIsRefusedForTheWholeModel) {
+  EXPECT_NO_THROW(Executor(Net(21).g, {}, OpRegistry::builtin()));
+  EXPECT_EQ(testing::errorOf([] { Executor(Net(22).g, {}, OpRegistry::builtin()); }),
+            "the model imports ONNX opset 22; qforge knows ONNX opsets up to 21: convert the "
+            "model to opset 21 or lower (its exporter's opset option, or "
+            "onnx.version_converter)");
+  EXPECT_EQ(OpRegistry::builtin().find("", "Mul", 22), nullptr);
+  EXPECT_NE(OpRegistry::builtin().find("", "Mul", 21), nullptr);
+}
+
 TEST(ExecutorTest, UnknownOpIsReportedAsNotSupported) {
   Net net;
   net.g.addNode("Frobnicate", {net.g.value("x")}, {"f"}, "frob");
