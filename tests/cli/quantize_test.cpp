@@ -149,6 +149,40 @@ TEST(QuantizeCli, AConfigBreakingTheBackendsConstraintsNamesTheTensorAndWritesNo
   EXPECT_FALSE(std::filesystem::exists(dir + "/o")) << "files were written";
 }
 
+// A model from a newer ONNX than qforge knows: refused in one line before calibrating, nothing
+// written; the same model at opset 9 (upgraded to 13 for TensorRT's per-channel weights) goes
+// through.
+TEST(QuantizeCli, AnOpsetAbove21IsRefusedBeforeAnyWorkAndAnOpset9ModelIsUpgraded) {
+  const std::string dir = makeTempDir("quantize-opset");
+  for (int64_t opset : {22, 9}) {
+    OnnxBuilder b(opset);
+    b.input("image", onnx::TensorProto::FLOAT, {-1, 1, 8, 8});
+    b.output("y", onnx::TensorProto::FLOAT, {-1, 2, 8, 8});
+    b.initializer("w", at::randn({2, 1, 3, 3}));
+    addIntsAttribute(b.node("Conv", {"image", "w"}, {"c"}, "conv"), "pads", {1, 1, 1, 1});
+    b.node("Relu", {"c"}, {"y"}, "relu");
+    const std::string model = dir + "/opset" + std::to_string(opset) + ".onnx";
+    b.save(model);
+    const std::string out = dir + "/out" + std::to_string(opset);
+    const CliResult r = runCli("quantize " + model +
+                               " --backend TensorRT --calib random:normal --calib-batches 1 "
+                               "--quiet --out " +
+                               out);
+    if (opset == 22) {
+      EXPECT_EQ(r.exit_code, 2) << r.out;
+      EXPECT_EQ(lineCount(r.out), 1u) << r.out;
+      EXPECT_NE(r.out.find("the model imports ONNX opset 22; qforge knows ONNX opsets up to 21"),
+                std::string::npos)
+          << r.out;
+      EXPECT_FALSE(std::filesystem::exists(out)) << "files were written";
+    } else {
+      ASSERT_EQ(r.exit_code, 0) << r.out;
+      const Graph qdq = importOnnxFile(out + "/model.qdq.onnx");
+      EXPECT_EQ(qdq.model.opsetFor(""), 13);
+    }
+  }
+}
+
 TEST(QuantizeCli, YamlConfigChangesTheWidths) {
   const std::string dir = makeTempDir("quantize");
   writeText(dir + "/w4.yaml",
