@@ -3,13 +3,17 @@
 it, and per backend whether it quantizes (W8A8 backend defaults, naive PTQ), whether the written
 ONNX artifacts load and run in ONNX Runtime and `qforge verify` passes, and the output SQNR of
 ONNX Runtime running the QDQ model against ONNX Runtime running the float model on the same
-calibration inputs. Prints a markdown table; a failing cell says why in one line.
+calibration inputs. Prints a markdown table; a failing cell says why in one line. For image
+models a column gives the float model's own output SQNR when its input moves by half an 8-bit
+step (input_noise_floor): the best any quantizer of the input can do, which explains a model
+that no backend brings to 20 dB.
 
   QFORGE_ORT_DIR=build/ort /usr/bin/python3 bench/corpus_table.py [--models a,b]
       [--backends TensorRT,SNPE] [--cache build/corpus] [--json FILE]
 
 Fetches the corpus (bench/corpus/fetch.sh, export_torchvision.py) and makes the calibration
-photographs (bench/corpus/make_images.py: Debian's python3-skimage) on first use.
+photographs (bench/corpus/make_images.py: Debian's python3-skimage, installed when missing) on
+first use.
 """
 import argparse
 import json
@@ -28,7 +32,9 @@ BACKENDS = ["Academic", "Academic_NLP", "NNIE", "ONNX_QNN", "ONNXRuntime", "Open
 # name -> (file under the cache, calibration: ("images", shape, layout, norm) or ("random",))
 NPM_MODELS = {
     "u2netp": ("u2netp.onnx", ("images", "3,320,320", "nchw", "imagenet")),
-    "mlsd_320_tiny": ("mlsd_320_tiny.onnx", ("images", "320,320,4", "nhwc", "pm1")),
+    # M-LSD divides by 127.5 and subtracts 1 itself: it takes RGB in [0, 255] plus a channel of
+    # ones, as the original M-LSD demo feeds it.
+    "mlsd_320_tiny": ("mlsd_320_tiny.onnx", ("images", "320,320,4", "nhwc", "raw255")),
     "oww_melspectrogram": ("oww_melspectrogram.onnx", ("random", "normal,shape=16000")),
     "oww_embedding": ("oww_embedding.onnx", ("random", "normal")),
     "silero_vad_op15": ("silero_vad_op15.onnx", ("random", "normal")),
@@ -45,6 +51,20 @@ def run(cmd, **kw):
 def one_line(text):
     lines = [l for l in (text or "").strip().splitlines() if l.strip()]
     return lines[-1][:160] if lines else "(no message)"
+
+
+def ensure_debian_package(package, module):
+    """Installs a Debian package the bench needs (apt-get; sudo when not root) unless `module`
+    already imports in Debian's python3."""
+    if run(["/usr/bin/python3", "-c", f"import {module}"]).returncode == 0:
+        return
+    sudo = [] if os.geteuid() == 0 else ["sudo"]
+    print(f"corpus_table.py: installing {package}", file=sys.stderr)
+    run(sudo + ["apt-get", "update", "-qq"])
+    done = run(sudo + ["apt-get", "install", "-y", "-qq", "--no-install-recommends", package],
+               env=dict(os.environ, DEBIAN_FRONTEND="noninteractive"))
+    if done.returncode != 0:
+        sys.exit(f"corpus_table.py: apt-get install {package} failed: " + one_line(done.stderr))
 
 
 def corpus(cache):
@@ -69,6 +89,7 @@ def calibration(cache, name, spec):
     if spec[0] == "random":
         return "random:" + spec[1]
     _, shape, layout, norm = spec
+    ensure_debian_package("python3-skimage", "skimage.data")
     folder = os.path.join(cache, "images", f"{shape.replace(',', 'x')}_{layout}_{norm}")
     if not os.path.isdir(folder):
         done = run(["/usr/bin/python3", os.path.join(ROOT, "bench/corpus/make_images.py"),
@@ -128,6 +149,22 @@ def cell(qforge, model, backend, calib, work):
     return result
 
 
+def input_noise_floor(qforge, model, calib, work):
+    """The output SQNR of the float model itself when its input moves by uniform noise of half an
+    8-bit step of the input's range: what any quantizer that rounds the input to 8 bits can reach
+    at best. A model that amplifies small input changes (M-LSD) stays far below 20 dB here."""
+    inputs = dump_inputs(qforge, model, calib, work)
+    (name, path), = inputs.items()
+    x = np.load(path)
+    step = (float(x.max()) - float(x.min())) / 255
+    noisy = x + np.random.default_rng(0).uniform(-step / 2, step / 2, x.shape).astype(x.dtype)
+    noisy_path = os.path.join(work, "inputs_noisy.npy")
+    np.save(noisy_path, noisy)
+    ref = ort_outputs(model, inputs, tempfile.mkdtemp(dir=work))
+    got = ort_outputs(model, {name: noisy_path}, tempfile.mkdtemp(dir=work))
+    return min(sqnr_db(r, g) for r, g in zip(ref, got) if r.dtype.kind == "f")
+
+
 def dump_inputs(qforge, model, calib, work):
     """The first two calibration photographs, each with a batch axis, as the model's one input
     (image models only: a random: source has no files to reuse)."""
@@ -152,8 +189,8 @@ def main():
     models = corpus(a.cache)
     wanted = [m for m in a.models.split(",") if m] or sorted(models)
     rows = {}
-    print("| model | loads | " + " | ".join(a.backends.split(",")) + " |")
-    print("|---|---|" + "---|" * len(a.backends.split(",")))
+    print("| model | loads | float, input ±½ step | " + " | ".join(a.backends.split(",")) + " |")
+    print("|---|---|---|" + "---|" * len(a.backends.split(",")))
     for name in wanted:
         path, spec = models[name]
         inspect = run([a.qforge, "inspect", path])
@@ -164,6 +201,13 @@ def main():
             row["why"] = one_line(inspect.stdout if inspect.returncode == 0 else inspect.stderr)
         with tempfile.TemporaryDirectory() as work:
             calib = calibration(a.cache, name, spec) if loads else None
+            floor = None
+            if loads and calib.startswith("folder:"):
+                try:
+                    floor = input_noise_floor(a.qforge, path, calib, work)
+                except RuntimeError as e:
+                    row["floor_error"] = str(e)
+            row["input_noise_floor_db"] = floor
             for backend in a.backends.split(","):
                 if not loads:
                     cells.append("-")
@@ -178,8 +222,9 @@ def main():
                     s = c["sqnr_db"]
                     cells.append("ok" + ("" if s is None else f" {s:.1f} dB"))
         rows[name] = row
-        print(f"| {name} | {'yes' if loads else 'no: ' + row['why']} | " + " | ".join(cells) + " |",
-              flush=True)
+        floor_cell = "-" if row.get("input_noise_floor_db") is None else f"{floor:.1f} dB"
+        print(f"| {name} | {'yes' if loads else 'no: ' + row['why']} | {floor_cell} | " +
+              " | ".join(cells) + " |", flush=True)
     if a.json:
         with open(a.json, "w") as f:
             json.dump(rows, f, indent=2)

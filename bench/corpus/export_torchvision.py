@@ -47,12 +47,14 @@ def measure_batchnorm_statistics(model, size):
 
 def export(name, out_dir):
     build, size, opsets = ARCHITECTURES[name]
-    torch.manual_seed(0)
-    model = measure_batchnorm_statistics(build(), size)
-    x = torch.randn(1, 3, size, size)
+    model = None  # built only when some opset is not in the cache yet
     for opset in opsets:
         path = os.path.join(out_dir, f"{name}_op{opset}.onnx")
         if not os.path.exists(path):
+            if model is None:
+                torch.manual_seed(0)
+                model = measure_batchnorm_statistics(build(), size)
+                x = torch.randn(1, 3, size, size)
             tmp = path + ".tmp"
             try:
                 torch.onnx.export(model, x, tmp, opset_version=opset, input_names=["input"],
