@@ -34,21 +34,12 @@ std::vector<QuantSpec> specsOf(const QuantSpec& backend_spec, const nlohmann::js
 
 // Whether the spec's quantizer has an affine grid (scale and zero point).
 bool isAffine(const QuantSpec& spec) {
-  static const quant::ObserverRegistry observers = [] {
-    quant::ObserverRegistry r;
-    quant::registerBuiltinObservers(r);
-    return r;
-  }();
-  static const quant::FakeQuantizerRegistry quantizers = [] {
-    quant::FakeQuantizerRegistry r;
-    quant::registerBuiltinFakeQuantizers(r);
-    return r;
-  }();
   try {
-    auto observer = spec.observer.empty() ? nullptr
-                                          : observers.create(spec.observer, "probe", spec.scheme,
-                                                             spec.observer_options);
-    return quantizers
+    auto observer = spec.observer.empty()
+                        ? nullptr
+                        : quant::builtinObservers().create(spec.observer, "probe", spec.scheme,
+                                                           spec.observer_options);
+    return quant::builtinFakeQuantizers()
         .create(spec.fake_quantizer, "probe", spec.scheme, std::move(observer),
                 spec.fake_quantizer_options)
         ->affine();

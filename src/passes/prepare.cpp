@@ -55,18 +55,9 @@ namespace {
 std::unique_ptr<quant::FakeQuantizer> createQuantizer(const QuantPoint& p,
                                                       const PreparedModel& model,
                                                       const PrepareOptions& options) {
-  static const quant::ObserverRegistry builtin_observers = [] {
-    quant::ObserverRegistry r;
-    quant::registerBuiltinObservers(r);
-    return r;
-  }();
-  static const quant::FakeQuantizerRegistry builtin_quantizers = [] {
-    quant::FakeQuantizerRegistry r;
-    quant::registerBuiltinFakeQuantizers(r);
-    return r;
-  }();
-  const auto& observers = options.observers ? *options.observers : builtin_observers;
-  const auto& fakes = options.fake_quantizers ? *options.fake_quantizers : builtin_quantizers;
+  const auto& observers = options.observers ? *options.observers : quant::builtinObservers();
+  const auto& fakes =
+      options.fake_quantizers ? *options.fake_quantizers : quant::builtinFakeQuantizers();
 
   if (p.kind == PointKind::FixedOutput) {
     auto q = std::make_unique<quant::FixedFakeQuantizer>(p.quantizer, p.spec.scheme, nullptr);

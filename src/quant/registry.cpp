@@ -210,5 +210,23 @@ void registerBuiltinFakeQuantizers(FakeQuantizerRegistry& r) {
   });
 }
 
+const ObserverRegistry& builtinObservers() {
+  static const ObserverRegistry registry = [] {
+    ObserverRegistry r;
+    registerBuiltinObservers(r);
+    return r;
+  }();
+  return registry;
+}
+
+const FakeQuantizerRegistry& builtinFakeQuantizers() {
+  static const FakeQuantizerRegistry registry = [] {
+    FakeQuantizerRegistry r;
+    registerBuiltinFakeQuantizers(r);
+    return r;
+  }();
+  return registry;
+}
+
 }  // namespace quant
 }  // namespace qforge

@@ -73,5 +73,9 @@ void registerBuiltinObservers(ObserverRegistry& registry);
 // drop_probability > 0.
 void registerBuiltinFakeQuantizers(FakeQuantizerRegistry& registry);
 
+// Registries holding just the built-ins, made once.
+const ObserverRegistry& builtinObservers();
+const FakeQuantizerRegistry& builtinFakeQuantizers();
+
 }  // namespace quant
 }  // namespace qforge
