@@ -116,6 +116,7 @@ class Inserter {
         quantizeBias(unit, s);
       }
     }
+    alignComparedValues();
     return std::move(points_);
   }
 
@@ -246,6 +247,49 @@ class Inserter {
     p.bias_weight_quantizer = weight_q;
     p.bias_bits = rule.bits;
     recordNode(name, addFakeQuantizeNode(graph_, b, name, {unit.bias}));
+  }
+
+  // Equal tests values for identity: detectors keep a heat map's local maxima as
+  // Equal(MaxPool(s), s). When one side reads a quantized use of a value through data movement and
+  // the other side reads the same value in float, the two never match once quantized (M-LSD's
+  // scores became all zeros). The float side then reads the same quantizer, as hardware holding
+  // one copy of the tensor would.
+  void alignComparedValues() {
+    for (Node* node : graph_.topologicalOrder()) {
+      if (node->opType() != "Equal" || !node->domain().empty() || node->inputs().size() != 2)
+        continue;
+      for (size_t side = 0; side < 2; ++side) {
+        const Node* fq = quantizerThroughDataMovement(node->input(side));
+        if (fq == nullptr) continue;
+        const Use float_use = useReading(fq->input(0), Use{node, 1 - side});
+        if (float_use.node != nullptr)
+          graph_.setInput(float_use.node, float_use.index, fq->output(0));
+      }
+    }
+  }
+
+  // The FakeQuantize node `v` comes from through ops that only move data, or nullptr.
+  const Node* quantizerThroughDataMovement(const Value* v) const {
+    while (v != nullptr && v->producer() != nullptr) {
+      const Node* p = v->producer();
+      if (isFakeQuantize(p)) return p;
+      if (p->inputs().empty() || !movesDataOnly(graph_, *p)) break;
+      v = p->input(0);
+    }
+    return nullptr;
+  }
+
+  // Following `use` back through ops that only move data: the use that reads `source` itself,
+  // or none.
+  Use useReading(const Value* source, Use use) const {
+    while (use.node != nullptr) {
+      const Value* v = use.node->input(use.index);
+      if (v == source) return use;
+      Node* p = v != nullptr ? v->producer() : nullptr;
+      if (p == nullptr || p->inputs().empty() || !movesDataOnly(graph_, *p)) break;
+      use = Use{p, 0};
+    }
+    return Use{};
   }
 
   Graph& graph_;

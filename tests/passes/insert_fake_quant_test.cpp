@@ -400,5 +400,69 @@ TEST(InsertFakeQuant, ShapeArithmeticRunsInFloatAndTheDataPathMatchesPyTorch) {
   EXPECT_TRUE(at::equal(out.at("e"), table.index_select(0, ids)));  // float: Gather is no unit
 }
 
+// A heat map's local maxima as detectors keep them: Equal(MaxPool(s), s). The backend quantizes
+// MaxPool's input; the other side of the Equal must read the same quantized s, or no element is
+// ever equal once quantized.
+const char* const kLocalMaxima = R"(
+  graph g
+  input %x: float32[N,1,1,6]
+  %s = Sigmoid(%x)  # sigmoid
+  %m = MaxPool[kernel_shape=[1,3], pads=[0,1,0,1], strides=[1,1]](%s)  # maxpool
+  %flat = Reshape(%s, %shape)  # flatten
+  %mflat = Reshape(%m, %shape)  # flatten_max
+  %eq = Equal(%mflat, %flat)  # equal
+  %keep = Cast[to=1](%eq)  # keep
+  %y = Mul(%flat, %keep)  # peaks
+  output %y
+  init %shape: int64[2] = {-1, 6}
+)";
+
+// MaxPool quantizes its input; Sigmoid (fixed in tinyBackend, which would quantize s for every
+// reader) stays float here, so s has a quantized use and float ones.
+backends::BackendConfig maxPoolBackend() {
+  return tinyBackend({{"ops", {{"MaxPool", "quantizable"}, {"Sigmoid", nullptr}}},
+                      {"placement", {{"unit_inputs", true}, {"graph_inputs", false}}}});
+}
+
+TEST(InsertFakeQuant, BothSidesOfAnEqualReadTheSameQuantizedValue) {
+  auto m = passes::prepare(parseGraph(kLocalMaxima), maxPoolBackend());
+  ASSERT_EQ(m->points().size(), 1u);
+  EXPECT_EQ(m->points()[0].value, "s");
+  EXPECT_EQ(quantizerBefore(m->graph(), "maxpool", 0), m->points()[0].quantizer);
+  // The float side (Reshape of s) now reads the quantizer too, and so does nothing else.
+  EXPECT_EQ(quantizerBefore(m->graph(), "flatten", 0), m->points()[0].quantizer);
+  EXPECT_EQ(fakeQuantizeNodes(m->graph()).size(), 1u);
+
+  // Numerics against a closed form: peaks keep q(s) where q(s) is the max of its window of 3.
+  const at::Tensor x = at::tensor({-2.0f, 1.0f, 0.5f, 0.7f, 3.0f, -1.0f}).reshape({1, 1, 1, 6});
+  m->setMode(quant::FakeQuantMode::Calibration);
+  m->executor().run({{"x", x}});
+  m->setMode(quant::FakeQuantMode::Quantization);
+  const at::Tensor y = m->executor().run({{"x", x}}).at("y");
+  const at::Tensor s = at::sigmoid(x).reshape({6});
+  const double scale = asymmetricScale(s);
+  const at::Tensor qs = at::fake_quantize_per_tensor_affine(s, static_cast<float>(scale),
+                                                            asymmetricZeroPoint(s, scale), 0, 255);
+  const at::Tensor window_max = at::max_pool1d(qs.view({1, 1, 6}), 3, 1, 1).view({6});
+  const at::Tensor want = (qs * (window_max == qs).to(at::kFloat)).view({1, 6});
+  EXPECT_TRUE(at::allclose(y, want, 0, 1e-6)) << y << want;
+  EXPECT_EQ(at::count_nonzero(y).item<int64_t>(), 2);  // the peaks at 1.0 and 3.0
+}
+
+// An Equal of two different values is left alone: each side keeps what it read.
+TEST(InsertFakeQuant, AnEqualOfUnrelatedValuesIsLeftAlone) {
+  const char* const unrelated = R"(
+    graph g
+    input %x: float32[N,1,1,6]
+    input %z: float32[N,1,1,6]
+    %m = MaxPool[kernel_shape=[1,3], pads=[0,1,0,1], strides=[1,1]](%x)  # maxpool
+    %eq = Equal(%m, %z)  # equal
+    output %eq
+  )";
+  auto m = passes::prepare(parseGraph(unrelated), maxPoolBackend());
+  EXPECT_NE(quantizerBefore(m->graph(), "maxpool", 0), "");
+  EXPECT_EQ(m->graph().findNode("equal")->input(1)->name(), "z");
+}
+
 }  // namespace
 }  // namespace qforge::testing
