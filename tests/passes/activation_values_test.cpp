@@ -4,35 +4,15 @@
 
 #include "ir/parse.h"
 #include "passes/activation_values.h"
+#include "support/quant_graphs.h"
 
 namespace qforge::testing {
 namespace {
 
 using passes::ActivationValues;
 
-// A shape subgraph beside the data path, with no intermediate types declared (a graph built in
-// code, or a model without value_info).
-const char* const kShapeBranch = R"(
-  graph g
-  input %x: float32[N,2]
-  input %ids: int64[N]
-  init %zero: int64[] = {0}
-  init %half: float32[] = {0.5}
-  init %table: float32[4,2]
-  %s = Shape(%x)
-  %n = Gather[axis=0](%s, %zero)
-  %nf = Cast[to=1](%n)
-  %k = Mul(%nf, %half)
-  %y = Mul(%x, %k)
-  %yi = Cast[to=7](%y)
-  %e = Gather[axis=0](%table, %ids)
-  output %y
-  output %yi
-  output %e
-)";
-
 TEST(ActivationValues, FloatValuesOfTheDataPathCarryActivations) {
-  const Graph g = parseGraph(kShapeBranch);
+  const Graph g = parseGraph(kShapeArithmeticGraph);
   const ActivationValues a(g);
   EXPECT_TRUE(a.carriesActivations(g.value("x")));
   EXPECT_TRUE(a.carriesActivations(g.value("y")));
@@ -41,7 +21,7 @@ TEST(ActivationValues, FloatValuesOfTheDataPathCarryActivations) {
 }
 
 TEST(ActivationValues, IntegersAndShapeDerivedFloatsDoNot) {
-  const Graph g = parseGraph(kShapeBranch);
+  const Graph g = parseGraph(kShapeArithmeticGraph);
   const ActivationValues a(g);
   for (const char* name : {"ids", "s", "n", "nf", "k", "yi", "zero", "half", "table"}) {
     EXPECT_FALSE(a.carriesActivations(g.value(name))) << name;

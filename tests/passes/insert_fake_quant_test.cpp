@@ -330,29 +330,6 @@ TEST(InsertFakeQuant, ConvInTheAiOnnxDomainIsQuantizedLikeOneInTheDefaultDomain)
                         plain->executor().run({{"x", x}}).at("y")));
 }
 
-// A shape computation beside the data path, token ids as a graph input, and an int64 Cast of an
-// activation; no intermediate types are declared. Backends that quantize op outputs (SNPE's
-// placement) once put quantizers on the int64 Cast and the shape arithmetic and stopped at the
-// first batch ("received a Long tensor").
-const char* const kShapeArithmetic = R"(
-  graph g
-  input %x: float32[N,2]
-  input %ids: int64[N]
-  init %zero: int64[] = {0}
-  init %half: float32[] = {0.5}
-  init %table: float32[4,2]
-  %s = Shape(%x)
-  %n = Gather[axis=0](%s, %zero)
-  %nf = Cast[to=1](%n)
-  %k = Mul(%nf, %half)  # shape_mul
-  %y = Mul(%x, %k)  # data_mul
-  %yi = Cast[to=7](%y)  # to_int
-  %e = Gather[axis=0](%table, %ids)
-  output %y
-  output %yi
-  output %e
-)";
-
 backends::BackendConfig outputsBackend() {
   return tinyBackend(
       {{"ops", {{"Mul", "quantizable"}, {"Cast", "quantizable"}}},
@@ -360,7 +337,7 @@ backends::BackendConfig outputsBackend() {
 }
 
 TEST(InsertFakeQuant, NoQuantizerOnIntegersOrShapeComputations) {
-  auto m = passes::prepare(parseGraph(kShapeArithmetic), outputsBackend());
+  auto m = passes::prepare(parseGraph(kShapeArithmeticGraph), outputsBackend());
   std::vector<std::string> quantized;
   for (const passes::QuantPoint& p : m->points())
     quantized.push_back(p.value);
@@ -378,7 +355,7 @@ TEST(InsertFakeQuant, NoQuantizerOnIntegersOrShapeComputations) {
 }
 
 TEST(InsertFakeQuant, ShapeArithmeticRunsInFloatAndTheDataPathMatchesPyTorch) {
-  auto m = passes::prepare(parseGraph(kShapeArithmetic), outputsBackend());
+  auto m = passes::prepare(parseGraph(kShapeArithmeticGraph), outputsBackend());
   const at::Tensor x = at::randn({3, 2});
   const at::Tensor ids = at::tensor({0, 3, 1}, at::kLong);
   m->setMode(quant::FakeQuantMode::Calibration);

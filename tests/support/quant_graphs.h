@@ -91,4 +91,27 @@ inline at::Tensor symmetricScalesPerChannel(const at::Tensor& w, int64_t levels_
   return w.abs().reshape({w.size(0), -1}).amax(1).to(at::kDouble) / (levels_half / 2.0);
 }
 
+// A shape computation beside the data path, token ids as a graph input, and an int64 Cast of an
+// activation; no intermediate types are declared. Backends that quantize op outputs (SNPE's
+// placement) once put quantizers on the int64 Cast and the shape arithmetic and stopped at the
+// first batch ("received a Long tensor"). Graph text (ir/parse.h).
+inline constexpr const char* kShapeArithmeticGraph = R"(
+  graph g
+  input %x: float32[N,2]
+  input %ids: int64[N]
+  init %zero: int64[] = {0}
+  init %half: float32[] = {0.5}
+  init %table: float32[4,2]
+  %s = Shape(%x)
+  %n = Gather[axis=0](%s, %zero)
+  %nf = Cast[to=1](%n)
+  %k = Mul(%nf, %half)  # shape_mul
+  %y = Mul(%x, %k)  # data_mul
+  %yi = Cast[to=7](%y)  # to_int
+  %e = Gather[axis=0](%table, %ids)
+  output %y
+  output %yi
+  output %e
+)";
+
 }  // namespace qforge::testing
