@@ -113,7 +113,7 @@ void registerBuiltinPasses(PassRegistry& registry) {
   registry.add(
       Pass("upgrade-opset", PassKind::Graph,
            "the default-domain opset raised to what the backend's deploy files need "
-           "(QuantizeLinear 10, arithmetic grids 11, per-channel 13), ops rewritten",
+           "(11: QDQ as ONNX Runtime loads it; per-channel 13), ops rewritten",
            [](Graph& graph, PassContext& context) -> PassResult {
              return {static_cast<int64_t>(upgradeOpset(graph, context.target_opset).rewritten), {}};
            }));

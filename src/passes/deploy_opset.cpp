@@ -69,7 +69,10 @@ int64_t requiredDeployOpset(const backends::BackendConfig& backend, const QuantC
       specsOf(backend.weight, config.weight, config, true, first_last);
   const std::vector<QuantSpec> activations =
       specsOf(backend.activation, config.activation, config, false, first_last);
-  int64_t opset = 10;
+  // QuantizeLinear exists from opset 10, but ONNX Runtime's default optimizations turn a float
+  // bias between a quantized input and weight into Div + Round + int32 on load, and Round needs
+  // opset 11: an opset-10 QDQ model fails to load there. 11 is the floor.
+  int64_t opset = 11;
   for (const QuantSpec& w : weights) {
     if (!isAffine(w)) return 0;
     opset = std::max(opset, weightOpset(w));

@@ -2,9 +2,11 @@
 // config alone, so that prepare() raises the model to it (passes/upgrade_opset.h) before any
 // calibration: a model the upgrade cannot carry is refused in seconds, not after hours.
 //
-//   10  QuantizeLinear/DequantizeLinear: every backend whose grids are affine gets a QDQ model
-//   11  a grid written as float arithmetic (activations not 8-bit round-half-to-even, weights
-//       over 8 bits): Round and Clip with input bounds
+//   11  QuantizeLinear/DequantizeLinear (from 10): every backend whose grids are affine gets a
+//       QDQ model, and ONNX Runtime's default optimizations add a Round (opset 11) to a QDQ
+//       Conv/Gemm with a float bias when they load it; also a grid written as float arithmetic
+//       (activations not 8-bit round-half-to-even, weights over 8 bits): Round and Clip with
+//       input bounds
 //   13  per-channel weights: QuantizeLinear's axis
 // 16-bit grids are written as arithmetic, so opset 21's int16 QuantizeLinear is never needed.
 // A backend with a grid QuantizeLinear cannot express (NNIE's logarithmic one) writes no QDQ

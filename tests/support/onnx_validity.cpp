@@ -37,10 +37,11 @@ bool ortAvailable(const std::string& what) {
   return false;
 }
 
-TensorMap runInOrt(const std::string& path, const TensorMap& feeds) {
+TensorMap runInOrt(const std::string& path, const TensorMap& feeds,
+                   verify::OrtOptimization optimization) {
   verify::OrtRunnerOptions options;
   options.ort_dir = testOrtDir();
-  options.optimization = verify::OrtOptimization::Disabled;
+  options.optimization = optimization;
   return verify::OrtRunner(options).run(path, feeds);
 }
 

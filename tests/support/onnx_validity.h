@@ -5,6 +5,7 @@
 #include <string>
 
 #include "exec/executor.h"
+#include "verify/ort_runner.h"
 
 namespace qforge::testing {
 
@@ -16,7 +17,10 @@ std::string onnxCheckerError(const std::string& path);
 // prints why ONNX Runtime checks are skipped (once per `what`) and returns false.
 bool ortAvailable(const std::string& what);
 
-// The model's outputs in ONNX Runtime (all optimizations off, so ORT computes what the graph says).
-TensorMap runInOrt(const std::string& path, const TensorMap& feeds);
+// The model's outputs in ONNX Runtime; by default with all optimizations off, so ORT computes
+// what the graph says. At ORT's default level (All) its graph transformers run on load too, and
+// may add nodes of their own (Round for a float bias), so a model must load at that level as well.
+TensorMap runInOrt(const std::string& path, const TensorMap& feeds,
+                   verify::OrtOptimization optimization = verify::OrtOptimization::Disabled);
 
 }  // namespace qforge::testing
