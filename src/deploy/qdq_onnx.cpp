@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "ir/onnx_export.h"
 #include "ir/verifier.h"
+#include "passes/deploy_opset.h"
 #include "passes/fake_quantize_node.h"
 #include "passes/upgrade_opset.h"
 #include "quant/fake_quantizers/derived_bias.h"
@@ -189,16 +190,13 @@ class Lowerer {
   std::map<std::string, const Value*> quantized_;
 };
 
-// The opset the lowered ops need: QuantizeLinear 10, its axis 13, Round and Clip's input bounds
-// (the arithmetic form) 11.
+// The opset the lowered ops need: the QDQ floor (passes/deploy_opset.h), 13 for QuantizeLinear's
+// axis.
 int64_t opsetNeeded(const Graph& graph) {
-  int64_t opset = 0;
+  int64_t opset = passes::kQdqOpsetFloor;
   for (const Node* n : graph.nodes()) {
-    if (n->opType() == "QuantizeLinear" || n->opType() == "DequantizeLinear") {
-      opset = std::max<int64_t>(opset, n->attributes.has("axis") ? 13 : 10);
-    } else if (n->opType() == "Round" || (n->opType() == "Clip" && n->inputs().size() > 1)) {
-      opset = std::max<int64_t>(opset, 11);
-    }
+    const bool qdq = n->opType() == "QuantizeLinear" || n->opType() == "DequantizeLinear";
+    if (qdq && n->attributes.has("axis")) opset = 13;
   }
   return opset;
 }

@@ -48,17 +48,10 @@ bool isAffine(const QuantSpec& spec) {
   }
 }
 
-// The QDQ lowering (deploy/qdq_onnx.cpp): QuantizeLinear for 8-bit round-half-to-even
-// activations and for baked weights of up to 8 bits; other grids as float arithmetic.
-int64_t activationOpset(const QuantSpec& spec) {
-  const bool integer =
-      spec.scheme.bits == 8 && spec.scheme.rounding == quant::RoundingMode::HalfToEven;
-  return integer ? 10 : 11;
-}
-
+// Per-channel weights need QuantizeLinear's axis (13); every other grid (QuantizeLinear, or the
+// arithmetic form with Round and Clip's input bounds) fits the floor.
 int64_t weightOpset(const QuantSpec& spec) {
-  if (spec.scheme.perChannel()) return 13;
-  return spec.scheme.bits <= 8 ? 10 : 11;
+  return spec.scheme.perChannel() ? 13 : kQdqOpsetFloor;
 }
 
 }  // namespace
@@ -69,17 +62,13 @@ int64_t requiredDeployOpset(const backends::BackendConfig& backend, const QuantC
       specsOf(backend.weight, config.weight, config, true, first_last);
   const std::vector<QuantSpec> activations =
       specsOf(backend.activation, config.activation, config, false, first_last);
-  // QuantizeLinear exists from opset 10, but ONNX Runtime's default optimizations turn a float
-  // bias between a quantized input and weight into Div + Round + int32 on load, and Round needs
-  // opset 11: an opset-10 QDQ model fails to load there. 11 is the floor.
-  int64_t opset = 11;
+  int64_t opset = kQdqOpsetFloor;
   for (const QuantSpec& w : weights) {
     if (!isAffine(w)) return 0;
     opset = std::max(opset, weightOpset(w));
   }
   for (const QuantSpec& a : activations) {
-    if (!isAffine(a)) return 0;
-    opset = std::max(opset, activationOpset(a));
+    if (!isAffine(a)) return 0;  // activations are per-tensor: the floor covers their lowering
   }
   const backends::BiasRule& bias = backend.constraints.bias;
   if (bias.mode == backends::BiasRule::Mode::Own) {

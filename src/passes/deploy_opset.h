@@ -20,6 +20,12 @@
 
 namespace qforge::passes {
 
+// The lowest opset of any QDQ model qforge writes. QuantizeLinear exists from 10 and the
+// arithmetic form's Round from 11; ONNX Runtime's default optimizations also turn a float bias
+// between a quantized input and weight into Div + Round + int32 when they load a model, so an
+// opset-10 QDQ model fails to load there.
+inline constexpr int64_t kQdqOpsetFloor = 11;
+
 int64_t requiredDeployOpset(const backends::BackendConfig& backend, const QuantConfig& config);
 
 }  // namespace qforge::passes

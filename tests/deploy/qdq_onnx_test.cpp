@@ -219,5 +219,18 @@ TEST(QdqOnnx, QuantizerTableHasEveryQuantizerWithItsParameters) {
   EXPECT_EQ(table[0]["kind"], "weight");
 }
 
+// A prepared model saved at opset 10 (before prepare() raised models, or with a pass list that
+// left the opset alone) is still written at the QDQ floor: ONNX Runtime adds a Round (opset 11)
+// to a QDQ Conv with a float bias when it loads the model. Per-channel weights need 13.
+TEST(QdqOnnx, AGraphBelowTheQdqFloorIsRaisedToItAndPerChannelTo13) {
+  at::Tensor x;
+  auto per_tensor = calibrated(tinyBackend({{"weight", {{"per_channel", false}}}}), x);
+  per_tensor->graph().model.opset_imports[""] = 10;
+  EXPECT_EQ(deploy::toQdqGraph(*per_tensor).model.opsetFor(""), 11);
+  auto per_channel = calibrated(tinyBackend(), x);
+  per_channel->graph().model.opset_imports[""] = 10;
+  EXPECT_EQ(deploy::toQdqGraph(*per_channel).model.opsetFor(""), 13);
+}
+
 }  // namespace
 }  // namespace qforge::testing
