@@ -8,6 +8,8 @@
 #include <unordered_set>
 
 #include "core/error.h"
+#include "ir/captured_values.h"
+#include "ir/onnx_import.h"
 
 namespace qforge {
 
@@ -19,17 +21,55 @@ int64_t opsetOf(const Graph& graph, const Node& node) {
   return v > 0 ? v : (node.domain().empty() ? 1 : 0);
 }
 
+// A control-flow node's bodies run only when the node does; their ops are checked up front all
+// the same, so an op qforge cannot run is reported before any work, wherever it sits.
+void checkBodies(const Node& node, const ModelInfo& model, const ExecutorOptions& options,
+                 const OpRegistry& registry) {
+  for (const Attribute& a : node.attributes.all()) {
+    for (const onnx::GraphProto& body : subgraphsOf(a)) {
+      try {
+        Subgraph sub = importSubgraph(body, model);
+        Executor check(sub.graph, options, registry);
+      } catch (const Error& e) {
+        throw e.within(node.describe() + ", body '" + a.name + "'");
+      }
+    }
+  }
+}
+
 }  // namespace
 
-std::vector<std::string> Executor::unsupportedOps(const Graph& graph, const OpRegistry& registry) {
-  std::map<std::string, std::vector<std::string>> missing;
+namespace {
+
+// Op -> the nodes (in bodies too, named "If_0/inner") that `registry` cannot run.
+void collectUnsupported(const Graph& graph, const OpRegistry& registry, const std::string& prefix,
+                        std::map<std::string, std::vector<std::string>>& missing) {
   for (const Node* node : graph.nodes()) {
+    const std::string name =
+        prefix + (node->name().empty() ? node->outputs().at(0)->name() : node->name());
+    for (const Attribute& a : node->attributes.all()) {
+      for (const onnx::GraphProto& body : subgraphsOf(a)) {
+        try {
+          collectUnsupported(importSubgraph(body, graph.model).graph, registry, name + "/",
+                             missing);
+        } catch (const Error&) {
+          // A body that does not import is reported when the model runs, with its reason.
+        }
+      }
+    }
     const int64_t opset = opsetOf(graph, *node);
     if (registry.find(node->domain(), node->opType(), opset) != nullptr) continue;
     std::string key = (node->domain().empty() ? "" : node->domain() + "::") + node->opType() +
                       " (opset " + std::to_string(opset) + ")";
-    missing[key].push_back(node->name().empty() ? node->outputs().at(0)->name() : node->name());
+    missing[key].push_back(name);
   }
+}
+
+}  // namespace
+
+std::vector<std::string> Executor::unsupportedOps(const Graph& graph, const OpRegistry& registry) {
+  std::map<std::string, std::vector<std::string>> missing;
+  collectUnsupported(graph, registry, "", missing);
   std::vector<std::string> lines;
   for (const auto& [op, nodes] : missing) {
     std::string line = op + ": ";
@@ -60,6 +100,7 @@ Executor::Executor(const Graph& graph, ExecutorOptions options, const OpRegistry
                        ? " (other opset versions are supported; convert the model's opset)"
                        : " (the op is not supported yet)"));
     }
+    if (hasSubgraphs(*node)) checkBodies(*node, graph.model, options, registry);
     steps_.push_back(Step{node, info, opset});
   }
   resetProfile();

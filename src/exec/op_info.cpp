@@ -4,6 +4,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "exec/ops/control_flow.h"
 
 namespace qforge {
 
@@ -138,6 +139,7 @@ const OpRegistry& OpRegistry::builtin() {
     registerDetectionOps(r);
     registerLossOps(r);
     registerRecurrentOps(r);
+    registerControlFlowOps(r);
     return r;
   }();
   return registry;

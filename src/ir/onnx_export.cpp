@@ -1,9 +1,11 @@
 #include "ir/onnx_export.h"
 
 #include <filesystem>
+#include <map>
 
 #include "core/error.h"
 #include "core/files.h"
+#include "ir/captured_values.h"
 #include "ir/onnx_tensor.h"
 
 namespace qforge {
@@ -90,6 +92,25 @@ void propsToProto(const std::vector<std::pair<std::string, std::string>>& props,
   }
 }
 
+// The outer values a node's bodies read whose names changed since import (a pass rewired the
+// node's extra input): body name -> the name of the value the node now reads.
+std::map<std::string, std::string> capturedRenames(const Node& node) {
+  std::map<std::string, std::string> renames;
+  const std::vector<std::string> captured = capturedNames(node);
+  const size_t first = onnxInputCount(node);
+  for (size_t k = 0; k < captured.size(); ++k) {
+    const Value* v = node.input(first + k);
+    if (v != nullptr && v->name() != captured[k]) renames[captured[k]] = v->name();
+  }
+  return renames;
+}
+
+void renameBodies(onnx::AttributeProto& proto, const std::map<std::string, std::string>& renames) {
+  if (proto.has_g()) renameOuterReads(*proto.mutable_g(), renames);
+  for (auto& g : *proto.mutable_graphs())
+    renameOuterReads(g, renames);
+}
+
 int64_t totalInitializerBytes(const Graph& graph) {
   int64_t total = 0;
   for (const Value* v : graph.initializers())
@@ -158,15 +179,21 @@ onnx::ModelProto exportOnnxModel(const Graph& graph) {
     if (!n->domain().empty()) node->set_domain(n->domain());
     if (!n->name().empty()) node->set_name(n->name());
     if (!n->doc_string.empty()) node->set_doc_string(n->doc_string);
-    for (const Value* in : n->inputs())
-      node->add_input(in ? in->name() : "");
+    const size_t onnx_inputs = onnxInputCount(*n);
+    for (size_t i = 0; i < onnx_inputs; ++i)
+      node->add_input(n->input(i) ? n->input(i)->name() : "");
     for (const Value* out : n->outputs()) {
       // Unused optional outputs were given private names on import; ONNX writes them as "".
       const bool unnamed = out->anonymous && out->uses().empty() && !graph.isGraphOutput(out);
       node->add_output(unnamed ? "" : out->name());
     }
-    for (const Attribute& a : n->attributes.all())
-      attributeToProto(a, node->add_attribute());
+    const std::map<std::string, std::string> renames = capturedRenames(*n);
+    for (const Attribute& a : n->attributes.all()) {
+      if (a.name == kCapturedInputsAttribute) continue;
+      auto* proto = node->add_attribute();
+      attributeToProto(a, proto);
+      if (!renames.empty()) renameBodies(*proto, renames);
+    }
     for (const Value* out : n->outputs()) {
       const bool written_unnamed = out->anonymous && out->uses().empty();
       if (!graph.isGraphOutput(out) && !written_unnamed && out->type.dtype != DType::Undefined) {

@@ -12,6 +12,7 @@
 #include <filesystem>
 
 #include "core/error.h"
+#include "ir/captured_values.h"
 #include "ir/onnx_export.h"
 #include "ir/onnx_tensor.h"
 #include "ir/verifier.h"
@@ -131,24 +132,10 @@ void importModelInfo(const onnx::ModelProto& model, ModelInfo& info) {
   info.opaque_model_fields = opaque.ByteSizeLong() > 0 ? opaque.SerializeAsString() : "";
 }
 
-}  // namespace
-
-Graph importOnnxModel(onnx::ModelProto& model, const std::string& base_dir,
-                      const ImportOptions& options) {
-  require(model.has_graph(), "the model has no graph; it is not an ONNX model");
-  require(model.ir_version() > 0, "the model has no ir_version; it is not an ONNX model");
-  if (options.infer_shapes) {
-    // Shape inference is advisory: a model it cannot type is still a model we can run.
-    try {
-      onnx::shape_inference::InferShapes(model);
-    } catch (const std::exception&) {
-    }
-  }
-
-  Graph graph;
-  importModelInfo(model, graph.model);
-  const onnx::GraphProto& g = model.graph();
-
+// Reads `g`'s initializers, inputs, nodes, outputs and value_info into `graph`. `outer` names the
+// values a body reads from the graph around it: they become graph inputs after the formal ones.
+void importGraphBody(const onnx::GraphProto& g, Graph& graph, const std::string& base_dir,
+                     const std::vector<std::string>& outer) {
   for (const auto& init : g.initializer()) {
     require(!init.name().empty(), "an initializer has no name");
     require(graph.findValue(init.name()) == nullptr,
@@ -169,6 +156,8 @@ Graph importOnnxModel(onnx::ModelProto& model, const std::string& base_dir,
     if (v->doc_string.empty()) v->doc_string = in.doc_string();
     graph.addInput(v);
   }
+  for (const auto& name : outer)
+    graph.addInput(graph.addValue(name));
 
   // Two passes so that a node may read a value produced later in the file: that is how a cycle
   // or an unsorted graph reaches the verifier instead of a "missing value" error.
@@ -196,13 +185,20 @@ Graph importOnnxModel(onnx::ModelProto& model, const std::string& base_dir,
     for (const auto& attr : n.attribute()) {
       node->attributes.set(attributeFromProto(attr, base_dir, node->describe()));
     }
+    const std::vector<std::string> captured = outerReads(node->attributes.all());
+    if (!captured.empty()) {
+      node->attributes.set(Attribute::makeStrings(kCapturedInputsAttribute, captured));
+    }
     nodes.push_back(node);
   }
   for (int i = 0; i < g.node_size(); ++i) {
     const auto& n = g.node(i);
     Node* node = nodes[static_cast<size_t>(i)];
-    for (int j = 0; j < n.input_size(); ++j) {
-      const std::string& name = n.input(j);
+    std::vector<std::string> reads(n.input().begin(), n.input().end());
+    for (const std::string& name : capturedNames(*node))
+      reads.push_back(name);
+    for (size_t j = 0; j < reads.size(); ++j) {
+      const std::string& name = reads[j];
       Value* v = nullptr;
       if (!name.empty()) {
         v = graph.findValue(name);
@@ -210,7 +206,7 @@ Graph importOnnxModel(onnx::ModelProto& model, const std::string& base_dir,
                                   "', which no node, graph input or initializer defines (a "
                                   "missing initializer?); re-export the model");
       }
-      graph.setInput(node, static_cast<size_t>(j), v);
+      graph.setInput(node, j, v);
     }
   }
 
@@ -225,8 +221,39 @@ Graph importOnnxModel(onnx::ModelProto& model, const std::string& base_dir,
     Value* v = graph.findValue(info.name());
     if (v != nullptr && !v->isInitializer()) v->type = typeFromProto(info.type());
   }
+}
+
+}  // namespace
+
+Graph importOnnxModel(onnx::ModelProto& model, const std::string& base_dir,
+                      const ImportOptions& options) {
+  require(model.has_graph(), "the model has no graph; it is not an ONNX model");
+  require(model.ir_version() > 0, "the model has no ir_version; it is not an ONNX model");
+  if (options.infer_shapes) {
+    // Shape inference is advisory: a model it cannot type is still a model we can run.
+    try {
+      onnx::shape_inference::InferShapes(model);
+    } catch (const std::exception&) {
+    }
+  }
+  Graph graph;
+  importModelInfo(model, graph.model);
+  importGraphBody(model.graph(), graph, base_dir, {});
   if (options.verify) verifyGraph(graph);
   return graph;
+}
+
+Subgraph importSubgraph(const onnx::GraphProto& body, const ModelInfo& outer) {
+  Subgraph sub;
+  sub.graph.model.opset_imports = outer.opset_imports;
+  sub.graph.model.ir_version = outer.ir_version;
+  sub.graph.model.graph_name = body.name();
+  for (const auto& in : body.input())
+    sub.formal_inputs.push_back(in.name());
+  sub.captured = outerReads(body);
+  importGraphBody(body, sub.graph, "", sub.captured);
+  verifyGraph(sub.graph);
+  return sub;
 }
 
 Graph importOnnxFile(const std::string& path, const ImportOptions& options) {

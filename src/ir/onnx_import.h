@@ -5,6 +5,7 @@
 #include <onnx/onnx_pb.h>
 
 #include <string>
+#include <vector>
 
 #include "ir/graph.h"
 
@@ -23,6 +24,16 @@ Graph importOnnxFile(const std::string& path, const ImportOptions& options = {})
 // value_info to `model`.
 Graph importOnnxModel(onnx::ModelProto& model, const std::string& base_dir,
                       const ImportOptions& options = {});
+
+// A control-flow body (the graph attribute of If, Loop or Scan) as a Graph of its own, for an
+// Executor to run: its graph inputs are the body's formal inputs, then one per value it reads
+// from the graphs around it (`captured`, in outerReads order). Opsets come from `outer`.
+struct Subgraph {
+  Graph graph;
+  std::vector<std::string> formal_inputs;
+  std::vector<std::string> captured;
+};
+Subgraph importSubgraph(const onnx::GraphProto& body, const ModelInfo& outer);
 
 // A copy treated as a loaded file would be: exported to a ModelProto and imported again, so ONNX
 // shape inference and the verifier run on it (for a graph built in code that should behave like

@@ -14,6 +14,7 @@ namespace {
 void setType(onnx::ValueInfoProto* info, int32_t elem_type, const std::vector<int64_t>& shape) {
   auto* t = info->mutable_type()->mutable_tensor_type();
   t->set_elem_type(elem_type);
+  t->mutable_shape();  // present even for a scalar: rank 0, not an unknown rank
   for (int64_t d : shape) {
     auto* dim = t->mutable_shape()->add_dim();
     if (d >= 0) {
@@ -75,6 +76,14 @@ void OnnxBuilder::save(const std::string& path) const {
   std::ofstream out(path, std::ios::binary);
   const std::string b = bytes();
   out.write(b.data(), static_cast<std::streamsize>(b.size()));
+}
+
+void addGraphAttribute(onnx::NodeProto& node, const std::string& name,
+                       const onnx::GraphProto& body) {
+  auto* a = node.add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::GRAPH);
+  *a->mutable_g() = body;
 }
 
 void addIntAttribute(onnx::NodeProto& node, const std::string& name, int64_t value) {

@@ -34,6 +34,11 @@ void addIntAttribute(onnx::NodeProto& node, const std::string& name, int64_t val
 void addIntsAttribute(onnx::NodeProto& node, const std::string& name,
                       const std::vector<int64_t>& values);
 
+// A control-flow body (If's branches, Loop's and Scan's body): `body` is usually another
+// builder's graph, whose inputs and outputs are the body's.
+void addGraphAttribute(onnx::NodeProto& node, const std::string& name,
+                       const onnx::GraphProto& body);
+
 // A fresh empty directory under the system temp dir, unique per test.
 std::string makeTempDir(const std::string& tag);
 
