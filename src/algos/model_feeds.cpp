@@ -2,12 +2,57 @@
 
 #include <ATen/ATen.h>
 
+#include <map>
+
 #include "algos/calibrate.h"
 #include "core/error.h"
 
 namespace qforge::algos {
 
+namespace {
+
+// The name the inputs give their batch dimension: the symbolic name most of them carry on axis 0
+// ("batch", "N"); empty when none has one.
+std::string batchDimName(const Graph& graph) {
+  std::map<std::string, int> votes;
+  for (const Value* v : graph.inputs()) {
+    if (v->isInitializer() || !v->type.shape || v->type.shape->empty()) continue;
+    const Dim& d = v->type.shape->front();
+    if (!d.isKnown() && !d.param.empty()) ++votes[d.param];
+  }
+  std::string best;
+  int most = 0;
+  for (const auto& [name, count] : votes) {
+    if (count > most) best = name, most = count;
+  }
+  return best;
+}
+
+}  // namespace
+
+int64_t batchAxisOf(const Value& input, const std::string& batch_dim) {
+  if (!input.type.shape || batch_dim.empty()) return 0;
+  const std::vector<Dim>& dims = *input.type.shape;
+  if (dims.empty() || !dims.front().isKnown()) return 0;
+  for (size_t axis = 1; axis < dims.size(); ++axis) {
+    if (!dims[axis].isKnown() && dims[axis].param == batch_dim) return static_cast<int64_t>(axis);
+  }
+  return 0;
+}
+
+std::map<std::string, int64_t> batchAxes(const Graph& graph) {
+  const std::string batch_dim = batchDimName(graph);
+  std::map<std::string, int64_t> axes;
+  for (const Value* v : graph.inputs()) {
+    if (v->isInitializer()) continue;
+    const int64_t axis = batchAxisOf(*v, batch_dim);
+    if (axis != 0) axes[v->name()] = axis;
+  }
+  return axes;
+}
+
 std::vector<data::InputSpec> modelInputs(const Graph& graph) {
+  const std::string batch_dim = batchDimName(graph);
   std::vector<data::InputSpec> out;
   for (const Value* v : graph.inputs()) {
     if (v->isInitializer()) continue;
@@ -16,7 +61,9 @@ std::vector<data::InputSpec> modelInputs(const Graph& graph) {
     if (hasScalarType(v->type.dtype)) in.dtype = toScalarType(v->type.dtype);
     if (v->type.shape) {
       in.batched = !v->type.shape->empty();
-      for (size_t i = 1; i < v->type.shape->size(); ++i) {
+      const auto batch_axis = static_cast<size_t>(batchAxisOf(*v, batch_dim));
+      for (size_t i = 0; i < v->type.shape->size(); ++i) {
+        if (i == batch_axis) continue;
         const Dim& d = (*v->type.shape)[i];
         in.shape.push_back(d.isKnown() ? d.value : -1);
       }
@@ -28,10 +75,13 @@ std::vector<data::InputSpec> modelInputs(const Graph& graph) {
 }
 
 int64_t fixedBatch(const Graph& graph) {
+  const std::string batch_dim = batchDimName(graph);
   int64_t fixed = 0;
   std::string by;
   for (const Value* v : graph.inputs()) {
     if (v->isInitializer() || !v->type.shape || v->type.shape->empty()) continue;
+    // A recurrent state [layers, batch, hidden]: its first dim is not the batch.
+    if (batchAxisOf(*v, batch_dim) != 0) continue;
     const Dim& d = v->type.shape->front();
     if (!d.isKnown()) continue;
     require(fixed == 0 || fixed == d.value, "the model inputs fix different batch sizes: '" + by +
@@ -44,8 +94,16 @@ int64_t fixedBatch(const Graph& graph) {
 }
 
 TensorMap feedsOf(const data::Batch& batch, const Graph& graph) {
-  if (!batch.feeds.empty()) return TensorMap(batch.feeds.begin(), batch.feeds.end());
-  return {{dataInput(graph).name(), batch.inputs}};
+  if (batch.feeds.empty()) return {{dataInput(graph).name(), batch.inputs}};
+  TensorMap feeds(batch.feeds.begin(), batch.feeds.end());
+  // Samples are stacked on axis 0; an input that takes its batch elsewhere gets it there.
+  for (const auto& [name, axis] : batchAxes(graph)) {
+    auto it = feeds.find(name);
+    if (it != feeds.end() && it->second.dim() > axis) {
+      it->second = it->second.movedim(0, axis).contiguous();
+    }
+  }
+  return feeds;
 }
 
 TensorMap runInBatches(Executor& executor, const TensorMap& feeds,

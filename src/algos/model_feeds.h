@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -14,12 +15,19 @@
 
 namespace qforge::algos {
 
+// Where `input` holds the batch: axis 0, unless its first dim is fixed and a later one carries
+// `batch_dim`, the symbolic name the model's inputs give their batch (a recurrent state
+// [layers, batch, hidden] next to an input [batch, time]).
+int64_t batchAxisOf(const Value& input, const std::string& batch_dim);
+// The runtime inputs whose batch axis is not 0, with that axis.
+std::map<std::string, int64_t> batchAxes(const Graph& graph);
+
 // The graph's inputs that are not initializers, in order: per-sample shape (batch axis dropped,
 // open dims -1), dtype, and whether they have a batch axis (rank >= 1).
 std::vector<data::InputSpec> modelInputs(const Graph& graph);
 
-// The batch size the inputs fix (their known first dim), or 0 when any batch size goes. Throws
-// when two inputs fix different sizes.
+// The batch size the inputs fix (the known first dim of those batched on axis 0), or 0 when any
+// batch size goes. Throws when two inputs fix different sizes.
 int64_t fixedBatch(const Graph& graph);
 
 // The batch's feeds by input name: batch.feeds, or its `inputs` for the model's one input.

@@ -77,8 +77,10 @@ void WorstSamples::add(const TensorMap& feeds, const TensorMap& got, const Tenso
     const double score = worst[i].item<double>();
     if (static_cast<int64_t>(kept_.size()) >= k_ && score <= kept_.back().first) continue;
     TensorMap sample;
-    for (const auto& [name, t] : feeds)
-      sample[name] = t.dim() > 0 && t.size(0) == rows ? t.narrow(0, i, 1).clone() : t;
+    for (const auto& [name, t] : feeds) {
+      const int64_t axis = batchAxis(name);
+      sample[name] = t.dim() > axis && t.size(axis) == rows ? t.narrow(axis, i, 1).clone() : t;
+    }
     kept_.emplace_back(score, std::move(sample));
     std::stable_sort(kept_.begin(), kept_.end(),
                      [](const auto& a, const auto& b) { return a.first > b.first; });
@@ -96,9 +98,14 @@ TensorMap WorstSamples::feeds() const {
     std::vector<at::Tensor> rows;
     for (const auto& [score, sample] : kept_)
       rows.push_back(sample.at(name));
-    out[name] = at::cat(rows, 0);
+    out[name] = at::cat(rows, batchAxis(name));
   }
   return out;
+}
+
+int64_t WorstSamples::batchAxis(const std::string& input) const {
+  auto it = batch_axes_.find(input);
+  return it != batch_axes_.end() ? it->second : 0;
 }
 
 std::vector<Divergence> traceQdq(const TraceContext& context, passes::PreparedModel& model,

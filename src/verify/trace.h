@@ -44,7 +44,9 @@ std::vector<Encoding> encodings(const nlohmann::json& manifest);
 // The samples of a streamed run that differ most, kept (inputs only) for tracing: at most `k`.
 class WorstSamples {
  public:
-  explicit WorstSamples(int64_t k) : k_(k) {}
+  // `batch_axes`: the inputs that hold their batch on another axis than 0 (algos::batchAxes).
+  explicit WorstSamples(int64_t k, std::map<std::string, int64_t> batch_axes = {})
+      : k_(k), batch_axes_(std::move(batch_axes)) {}
   // `feeds` is one batch of every model input; `got`/`reference` its outputs (first axis the
   // batch) by output name.
   void add(const TensorMap& feeds, const TensorMap& got, const TensorMap& reference);
@@ -53,7 +55,10 @@ class WorstSamples {
   TensorMap feeds() const;
 
  private:
+  int64_t batchAxis(const std::string& input) const;
+
   int64_t k_;
+  std::map<std::string, int64_t> batch_axes_;
   std::vector<std::pair<double, TensorMap>> kept_;  // (largest difference, one-sample feeds)
 };
 

@@ -133,7 +133,9 @@ class Verifier {
     s->meta.judged = judged;
     for (const std::string& name : outputs_)
       s->outputs.emplace_back(name, options_.iou_threshold);
-    if (traced > 0) s->worst = std::make_unique<WorstSamples>(traced);
+    if (traced > 0) {
+      s->worst = std::make_unique<WorstSamples>(traced, algos::batchAxes(model_.graph()));
+    }
     streams_.push_back(std::move(s));
     return streams_.back().get();
   }

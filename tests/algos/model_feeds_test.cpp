@@ -91,5 +91,44 @@ TEST(ModelFeedsTest, FeedsOfABatchWithAndWithoutNamedInputs) {
   EXPECT_EQ(feedsOf(named, fixedBatchGraph()).size(), 2u);
 }
 
+// A recurrent model as exported from PyTorch: audio [batch, time] and a state [2, batch, 8]
+// whose first dim is the (h, c) pair, not the batch.
+Graph recurrentStateGraph() {
+  Graph g;
+  Value* audio = g.addValue("audio");
+  audio->type = TensorType{DType::Float, std::vector<Dim>{Dim::symbolic("batch"), Dim::known(16)}};
+  g.addInput(audio);
+  Value* state = g.addValue("state");
+  state->type = TensorType{DType::Float,
+                           std::vector<Dim>{Dim::known(2), Dim::symbolic("batch"), Dim::known(8)}};
+  g.addInput(state);
+  Node* neg = g.addNode("Neg", {state}, {"state_out"}, "neg");
+  g.addOutput(neg->output(0));
+  return g;
+}
+
+TEST(ModelFeedsTest, AStateTakesItsBatchOnTheAxisItsDimNameSays) {
+  const Graph g = recurrentStateGraph();
+  EXPECT_EQ(batchAxes(g), (std::map<std::string, int64_t>{{"state", 1}}));
+  const auto inputs = modelInputs(g);
+  ASSERT_EQ(inputs.size(), 2u);
+  EXPECT_EQ(inputs[0].shape, (std::vector<int64_t>{16}));
+  EXPECT_EQ(inputs[1].shape, (std::vector<int64_t>{2, 8}));
+  // The state's leading 2 is not a fixed batch.
+  EXPECT_EQ(fixedBatch(g), 0);
+  data::Batch batch;
+  const at::Tensor stacked = at::arange(3 * 2 * 8, at::kFloat).reshape({3, 2, 8});
+  batch.feeds = {{"audio", at::zeros({3, 16})}, {"state", stacked}};
+  const TensorMap feeds = feedsOf(batch, g);
+  EXPECT_TRUE(at::equal(feeds.at("state"), stacked.permute({1, 0, 2})));
+  EXPECT_EQ(feeds.at("audio").sizes(), (at::IntArrayRef{3, 16}));
+
+  // Without a shared batch name a fixed first dim stays the batch, as before.
+  Graph unnamed = recurrentStateGraph();
+  unnamed.value("audio")->type.shape->front() = Dim::symbolic("");
+  EXPECT_TRUE(batchAxes(unnamed).empty());
+  EXPECT_EQ(fixedBatch(unnamed), 2);
+}
+
 }  // namespace
 }  // namespace qforge::algos

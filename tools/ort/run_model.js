@@ -146,6 +146,13 @@ function sliceRows(tensor, begin, end) {
 
 function concatRows(name, parts) {
   if (parts.length === 1) return parts[0];
+  // A scalar the batch does not change (a traced value computed from a rank-0 input) is the
+  // same in every run: one copy stands for all.
+  if (parts.every(p => p.dims.length === 0)) {
+    const same = parts.every(p => p.data.length === parts[0].data.length &&
+                                  p.data.every((v, i) => v === parts[0].data[i]));
+    if (same) return parts[0];
+  }
   const rest = parts[0].dims.slice(1);
   for (const p of parts) {
     if (p.dims.length === 0 || p.dims.slice(1).join() !== rest.join()) {
