@@ -29,7 +29,8 @@ BACKENDS = ["Academic", "Academic_NLP", "NNIE", "ONNX_QNN", "ONNXRuntime", "Open
             "PPLW8A16", "QDQ", "QNN", "SNPE", "STPU", "Tengine_u8", "TensorRT", "TensorRT_NLP",
             "Vitis"]
 
-# name -> (file under the cache, calibration: ("images", shape, layout, norm) or ("random",))
+# name -> (file under the cache, calibration: ("images", shape, layout, norm), ("random", params)
+# or ("spec", a --calib source as given))
 NPM_MODELS = {
     "u2netp": ("u2netp.onnx", ("images", "3,320,320", "nchw", "imagenet")),
     # M-LSD divides by 127.5 and subtracts 1 itself: it takes RGB in [0, 255] plus a channel of
@@ -37,7 +38,11 @@ NPM_MODELS = {
     "mlsd_320_tiny": ("mlsd_320_tiny.onnx", ("images", "320,320,4", "nhwc", "raw255")),
     "oww_melspectrogram": ("oww_melspectrogram.onnx", ("random", "normal,shape=16000")),
     "oww_embedding": ("oww_embedding.onnx", ("random", "normal")),
-    "silero_vad_op15": ("silero_vad_op15.onnx", ("random", "normal")),
+    # 512 samples of 16 kHz audio (noise at speech level), the LSTM state [2, batch, 128] at
+    # zero as a stream starts, and the sample rate, which picks the If branch.
+    "silero_vad_op15": ("silero_vad_op15.onnx",
+                        ("spec", "input=random:normal,std=0.1,shape=512;state=const:0;"
+                                 "sr=const:16000")),
     "isnet_fp16": ("isnet_fp16.onnx", ("images", "3,1024,1024", "nchw", "imagenet")),
 }
 TORCHVISION = ["mobilenet_v3_small", "efficientnet_b0", "shufflenet_v2_x0_5", "squeezenet1_1",
@@ -88,6 +93,8 @@ def corpus(cache):
 def calibration(cache, name, spec):
     if spec[0] == "random":
         return "random:" + spec[1]
+    if spec[0] == "spec":
+        return spec[1]
     _, shape, layout, norm = spec
     ensure_debian_package("python3-skimage", "skimage.data")
     folder = os.path.join(cache, "images", f"{shape.replace(',', 'x')}_{layout}_{norm}")

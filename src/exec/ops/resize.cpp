@@ -1,8 +1,9 @@
 // Resize (opset 10-17), Upsample (7-9) and Pad (1+).
 //
-// Resize is computed one axis at a time: nearest picks one input index per output position and
-// n-linear blends two, and both are separable, so an N-d resize is N 1-d gathers. Coordinates are
-// computed on the host in double precision, the data path stays in ATen (autograd-friendly).
+// Resize is computed one axis at a time: nearest picks one input index per output position,
+// n-linear blends two and cubic four, and all are separable, so an N-d resize is N 1-d passes.
+// Coordinates are computed on the host in double precision, the data path stays in ATen
+// (autograd-friendly).
 #include <algorithm>
 #include <cmath>
 #include <optional>
@@ -26,10 +27,12 @@ std::vector<double> toDoubleVector(const at::Tensor& t) {
 
 // Everything a resize needs once inputs and attributes are resolved.
 struct ResizePlan {
-  std::string mode;             // "nearest" or "linear"
+  std::string mode;             // "nearest", "linear" or "cubic"
   std::string coordinate_mode;  // coordinate_transformation_mode
   std::string nearest_mode;
   double extrapolation_value = 0.0;
+  double cubic_coeff_a = -0.75;
+  bool exclude_outside = false;
   std::vector<double> roi;             // [starts..., ends...], only for tf_crop_and_resize
   std::vector<double> scales;          // per axis
   std::vector<double> resized_length;  // per axis: in * scale, or the requested size
@@ -80,10 +83,63 @@ std::vector<int64_t> alongAxis(int64_t n, int64_t axis, int64_t rank) {
   return shape;
 }
 
+// The four taps of cubic convolution (Keys, coefficient A) around coordinate x on an axis of
+// `in` positions: input indices (clamped to the border, as ONNX pads by edge) and weights. As
+// ONNX's reference, an integral x takes the taps x-2..x+1 with weights 0, 0, 1, 0; with
+// exclude_outside the taps that fall off the input get weight 0 and the rest are renormalized.
+void cubicTaps(double x, int64_t in, const ResizePlan& plan, int64_t index[4], double weight[4]) {
+  double base = std::floor(x);
+  if (base == x) base -= 1;
+  const double r = x - base, A = plan.cubic_coeff_a;
+  const double s = 1 - r;
+  weight[0] = ((A * (r + 1) - 5 * A) * (r + 1) + 8 * A) * (r + 1) - 4 * A;
+  weight[1] = ((A + 2) * r - (A + 3)) * r * r + 1;
+  weight[2] = ((A + 2) * s - (A + 3)) * s * s + 1;
+  weight[3] = ((A * (s + 1) - 5 * A) * (s + 1) + 8 * A) * (s + 1) - 4 * A;
+  double total = 0;
+  for (int t = 0; t < 4; ++t) {
+    const int64_t i = static_cast<int64_t>(base) - 1 + t;
+    if (plan.exclude_outside && (i < 0 || i >= in)) weight[t] = 0;
+    total += weight[t];
+    index[t] = std::clamp<int64_t>(i, 0, in - 1);
+  }
+  if (plan.exclude_outside && total != 0) {
+    for (int t = 0; t < 4; ++t)
+      weight[t] /= total;
+  }
+}
+
+// One axis of a cubic resize: four gathers, each weighted per output position.
+at::Tensor cubicAlongAxis(const at::Tensor& y, int64_t axis, const std::vector<double>& coords,
+                          int64_t in, const ResizePlan& plan) {
+  const auto out = static_cast<int64_t>(coords.size());
+  std::vector<std::vector<int64_t>> index(4, std::vector<int64_t>(out));
+  std::vector<std::vector<double>> weight(4, std::vector<double>(out));
+  for (int64_t j = 0; j < out; ++j) {
+    int64_t taps[4];
+    double w[4];
+    cubicTaps(coords[j], in, plan, taps, w);
+    for (int t = 0; t < 4; ++t) {
+      index[t][j] = taps[t];
+      weight[t][j] = w[t];
+    }
+  }
+  at::Tensor result;
+  for (int t = 0; t < 4; ++t) {
+    at::Tensor w = at::tensor(at::ArrayRef<double>(weight[t]), at::kDouble)
+                       .to(y.scalar_type())
+                       .reshape(alongAxis(out, axis, y.dim()));
+    at::Tensor term = y.index_select(axis, indexTensor(index[t])) * w;
+    result = result.defined() ? result + term : term;
+  }
+  return result;
+}
+
 at::Tensor resample(const OpContext& ctx, const at::Tensor& input, const ResizePlan& plan) {
   const bool linear = plan.mode == "linear";
-  // Linear blending needs a floating type; integer inputs are blended in float and rounded back.
-  const bool integral = linear && !at::isFloatingType(input.scalar_type());
+  const bool cubic = plan.mode == "cubic";
+  // Blending needs a floating type; integer inputs are blended in float and rounded back.
+  const bool integral = (linear || cubic) && !at::isFloatingType(input.scalar_type());
   at::Tensor y = integral ? input.to(at::kFloat) : input;
   const int64_t rank = input.dim();
   const bool crop = plan.coordinate_mode == "tf_crop_and_resize";
@@ -115,6 +171,10 @@ at::Tensor resample(const OpContext& ctx, const at::Tensor& input, const ResizeP
     }
 
     auto clampIndex = [&](int64_t i) { return std::clamp<int64_t>(i, 0, in - 1); };
+    if (cubic) {
+      y = cubicAlongAxis(y, axis, coords, in, plan);
+      continue;
+    }
     if (!linear) {
       std::vector<int64_t> idx(out);
       for (int64_t j = 0; j < out; ++j) {
@@ -146,10 +206,8 @@ at::Tensor resample(const OpContext& ctx, const at::Tensor& input, const ResizeP
 }
 
 void checkModes(const OpContext& ctx, const ResizePlan& plan) {
-  if (plan.mode == "cubic") {
-    ctx.fail("mode 'cubic' is not supported (qforge implements nearest and linear)");
-  }
-  if (plan.mode != "nearest" && plan.mode != "linear") {
+  if (plan.mode == "cubic" && ctx.opset() < 11) ctx.fail("mode 'cubic' needs Resize-11 or later");
+  if (plan.mode != "nearest" && plan.mode != "linear" && plan.mode != "cubic") {
     ctx.fail("unknown mode '" + plan.mode + "' (expected nearest, linear or cubic)");
   }
   static const char* const kCoordinateModes[] = {"half_pixel",           "pytorch_half_pixel",
@@ -210,8 +268,10 @@ std::vector<at::Tensor> resize(const OpContext& ctx) {
     plan.coordinate_mode = ctx.attrString("coordinate_transformation_mode", "half_pixel");
     plan.nearest_mode = ctx.attrString("nearest_mode", "round_prefer_floor");
     plan.extrapolation_value = ctx.attrFloat("extrapolation_value", 0.0);
-    // exclude_outside only reweights taps that fall off the input. qforge clamps those taps to
-    // the border, and for linear and nearest the two agree, so the attribute needs no handling.
+    plan.cubic_coeff_a = ctx.attrFloat("cubic_coeff_a", -0.75);
+    // exclude_outside reweights the taps that fall off the input. For linear and nearest,
+    // clamping those taps to the border gives the same values, so only cubic reads it.
+    plan.exclude_outside = ctx.attrInt("exclude_outside", 0) != 0;
     if (ctx.hasInput(1) && ctx.input(1).numel() > 0) plan.roi = toDoubleVector(ctx.input(1));
     if (ctx.hasInput(2) && ctx.input(2).numel() > 0) scales = toDoubleVector(ctx.input(2));
     if (ctx.hasInput(3) && ctx.input(3).numel() > 0) sizes = toInt64Vector(ctx.input(3));

@@ -139,10 +139,53 @@ TEST(ResizeTest, Opset10IsAsymmetricAndRoundsAsOnnxRuntimeDoes) {
                    f32({0, 5, 10, 10}));
 }
 
+// --- Resize: cubic ------------------------------------------------------------------------------
+
+// PyTorch's bicubic upsampling (align_corners=false) is Keys' cubic with A = -0.75, half-pixel
+// coordinates and taps clamped to the border: ONNX's cubic defaults.
+TEST(ResizeTest, CubicHalfPixelMatchesPyTorchBicubic) {
+  // In double: float32 rounding differs between one 2-d pass and two 1-d passes.
+  const at::Tensor x = at::randn({1, 2, 5, 7}, at::TensorOptions().dtype(at::kDouble));
+  for (const std::vector<int64_t>& size : {std::vector<int64_t>{9, 12}, {3, 4}, {5, 14}}) {
+    const at::Tensor expected = at::upsample_bicubic2d(x, size, false);
+    expectTensorNear(resizeTo(x, {1, 2, size[0], size[1]}, {mode("cubic")}), expected);
+  }
+  // align_corners too.
+  const at::Tensor corners = at::upsample_bicubic2d(x, {9, 12}, true);
+  expectTensorNear(resizeTo(x, {1, 2, 9, 12}, {mode("cubic"), coordinates("align_corners")}),
+                   corners);
+}
+
+// Keys' kernel by hand for one coordinate: sampling [0, 0, 8, 0, 0] at 2.5 with A = -0.5 weighs
+// the taps 1..4 (distances 1.5, 0.5, 0.5, 1.5) by -0.0625, 0.5625, 0.5625, -0.0625.
+TEST(ResizeTest, CubicCoefficientAndExcludeOutside) {
+  const Attribute a = Attribute::makeFloat("cubic_coeff_a", -0.5);
+  const at::Tensor x = f32({0, 0, 8, 0, 0});
+  // asymmetric, scale 2: output 5 samples input coordinate 2.5.
+  const at::Tensor y = run1(
+      {"Resize", 13, {x, at::Tensor(), f32({2})}, {mode("cubic"), coordinates("asymmetric"), a}});
+  EXPECT_NEAR(y[5].item<double>(), 8 * 0.5625, 1e-6);
+  EXPECT_NEAR(y[4].item<double>(), 8.0, 1e-6);  // an integral coordinate reads the sample itself
+  // At coordinate 0.5 the taps are -1, 0, 1, 2; -1 falls off the input. Clamped it reads x[0];
+  // excluded its weight goes and the other three are renormalized.
+  const at::Tensor edge = f32({4, 0, 0, 0});
+  const at::Tensor clamped = run1({"Resize",
+                                   13,
+                                   {edge, at::Tensor(), f32({2})},
+                                   {mode("cubic"), coordinates("asymmetric"), a}});
+  EXPECT_NEAR(clamped[1].item<double>(), 4 * (-0.0625 + 0.5625), 1e-6);
+  const Attribute exclude = Attribute::makeInt("exclude_outside", 1);
+  const at::Tensor excluded = run1({"Resize",
+                                    13,
+                                    {edge, at::Tensor(), f32({2})},
+                                    {mode("cubic"), coordinates("asymmetric"), a, exclude}});
+  EXPECT_NEAR(excluded[1].item<double>(), 4 * 0.5625 / (1 + 0.0625), 1e-6);
+}
+
 TEST(ResizeTest, BadArgumentsNameTheNode) {
   at::Tensor x = f32({1, 2});
-  expectError({"Resize", 13, {x, at::Tensor(), f32({2})}, {mode("cubic")}},
-              {"node 'op' (Resize), opset 13", "cubic"});
+  expectError({"Resize", 13, {x, at::Tensor(), f32({2})}, {mode("bicubic")}},
+              {"node 'op' (Resize), opset 13", "unknown mode 'bicubic'"});
   expectError({"Resize", 13, {x, at::Tensor(), f32({2}), i64({4})}}, {"exactly one"});
   expectError({"Resize", 13, {x}}, {"exactly one"});
   expectError({"Resize", 13, {x, at::Tensor(), f32({2, 2})}}, {"scales has 2 entries"});
