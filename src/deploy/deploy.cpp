@@ -18,6 +18,20 @@ namespace qforge::deploy {
 
 namespace {
 
+// "; most often: <why> (N nodes, e.g. 'conv1')" over the nodes the QOperator rewrite left in
+// float, or "" when it left none.
+std::string commonestReason(const std::map<std::string, std::string>& not_fused) {
+  std::map<std::string, std::vector<std::string>> by_reason;
+  for (const auto& [node, why] : not_fused)
+    by_reason[why].push_back(node);
+  const auto most = std::max_element(
+      by_reason.begin(), by_reason.end(),
+      [](const auto& a, const auto& b) { return a.second.size() < b.second.size(); });
+  if (most == by_reason.end()) return "";
+  return "; most often: " + most->first + " (" + std::to_string(most->second.size()) +
+         " nodes, e.g. '" + most->second.front() + "')";
+}
+
 std::string fileIn(const std::string& dir, const std::string& name) {
   return (std::filesystem::path(dir) / name).string();
 }
@@ -120,10 +134,11 @@ DeployResult writeDeployFiles(passes::PreparedModel& model, const DeployModel& d
             "model.qoperator.onnx runs only the 8-bit groups as integer kernels; the others stay "
             "float in it");
       }
+      if (!summary.not_fused.empty()) m["qoperator"]["not_fused"] = summary.not_fused;
     } else {
       result.notes.push_back(
-          "no model.qoperator.onnx: no group maps to an integer kernel of "
-          "ONNX Runtime (8-bit input and output quantizers are needed)");
+          "no model.qoperator.onnx: no group maps to an integer kernel of ONNX Runtime" +
+          commonestReason(summary.not_fused));
     }
   } else {
     result.notes.push_back("no QDQ or QOperator ONNX: quantizer '" + not_affine->quantizer +

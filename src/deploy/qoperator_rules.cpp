@@ -25,6 +25,26 @@ bool sameContainer(const Dq& x, const Node* q) {
   return x.zero_point->initializer().scalar_type() == q->input(2)->initializer().scalar_type();
 }
 
+at::ScalarType containerOf(const Dq& d) {
+  return d.zero_point != nullptr && d.zero_point->isInitializer()
+             ? d.zero_point->initializer().scalar_type()
+             : at::kByte;
+}
+
+// What ONNX Runtime's integer kernels take of an activation x, a weight w and the output's
+// QuantizeLinear q (nullptr: float output), as the emulation in exec/ops/ort_integer.cpp checks
+// it: x and the output in one 8-bit type, and an int8 weight under an int8 x. "" when they fit.
+std::string ortTypesRefusal(const Dq& x, const Dq& w, const Node* q) {
+  if (q != nullptr && !sameContainer(x, q)) {
+    return "its input and output are stored in different 8-bit types (int8 and uint8), which "
+           "ONNX Runtime's kernel does not mix";
+  }
+  if (containerOf(x) == at::kChar && containerOf(w) != at::kChar) {
+    return "its input is int8 but its weight uint8, which ONNX Runtime's kernel does not take";
+  }
+  return "";
+}
+
 // The eight inputs QLinearConv, QLinearMatMul and the binary kernels start with.
 std::vector<Value*> twoInputsAndOutput(const KernelGroup& group) {
   const Dq& a = group.inputs[0];
@@ -41,6 +61,15 @@ std::string selectConv(Node& op, const QOperatorRewrite& rewrite, KernelGroup& g
   if (!w->per_tensor && w->axis != 0) return "its weight is not quantized per output channel";
   if (!takeOutput(op, rewrite, group)) return kNoQuantizedOutput;
   if (!biasConvertible(op.input(2))) return "its bias is not a constant";
+  if (std::string why = ortTypesRefusal(*x, *w, group.quantize); !why.empty()) return why;
+  // ORT's QLinearConv runs one GEMM with a single weight offset for all channels.
+  const at::Tensor w_zp = w->zero_point != nullptr && w->zero_point->isInitializer()
+                              ? w->zero_point->initializer()
+                              : at::Tensor();
+  if (w_zp.defined() && w_zp.numel() > 1 && !w_zp.eq(w_zp.reshape({-1})[0]).all().item<bool>()) {
+    return "its weight zero points differ between channels, and ONNX Runtime's QLinearConv "
+           "takes one for all";
+  }
   group.op = &op;
   group.inputs = {*x, *w};
   group.bias = op.input(2);
@@ -65,6 +94,7 @@ std::string selectMatMul(Node& op, const QOperatorRewrite& rewrite, KernelGroup&
     return "B is per channel but not a constant 2-D matrix quantized per column";
   }
   if (!takeOutput(op, rewrite, group)) return kNoQuantizedOutput;
+  if (std::string why = ortTypesRefusal(*a, *b, group.quantize); !why.empty()) return why;
   group.op = &op;
   group.inputs = {*a, *b};
   return "";
@@ -89,6 +119,7 @@ std::string selectGemm(Node& op, const QOperatorRewrite& rewrite, KernelGroup& g
   if (!b->per_tensor && b->axis != (trans_b ? 0 : 1)) return "B is not quantized per column";
   if (!biasConvertible(op.input(2))) return "its bias is not a constant";
   takeOutput(op, rewrite, group);  // optional: QGemm may write float
+  if (std::string why = ortTypesRefusal(*a, *b, group.quantize); !why.empty()) return why;
   group.op = &op;
   group.inputs = {*a, *b};
   group.bias = op.input(2);

@@ -273,6 +273,36 @@ TEST(QOperatorOnnx, EachFloatNodeSaysWhyItHasNoIntegerKernel) {
   EXPECT_EQ(d.summary.kernel_of.count("conv2"), 0u);
 }
 
+// What ONNX Runtime's QLinearConv cannot take stays a float Conv between DequantizeLinear and
+// QuantizeLinear, so the QOperator model still loads and runs; the summary says why.
+TEST(QOperatorOnnx, ConvGroupsOnnxRuntimeCannotRunStayQdqWithTheReason) {
+  // Asymmetric per-channel weights (Academic, PPLCUDA): one zero point per channel.
+  nlohmann::json asymmetric = kIntegerPlacement;
+  asymmetric["weight"] = {{"symmetric", false}};
+  Converted a = convert(convReluConv(), asymmetric, at::randn({2, 2, 5, 5}));
+  EXPECT_EQ(opCounts(a.qop).count("QLinearConv"), 0u);
+  EXPECT_EQ(opCounts(a.qop).at("Conv"), 2);
+  ASSERT_EQ(a.summary.not_fused.count("conv1"), 1u);
+  EXPECT_NE(a.summary.not_fused.at("conv1").find("weight zero points differ between channels"),
+            std::string::npos)
+      << a.summary.not_fused.at("conv1");
+  // Symmetric per-channel weights have one zero point (0) for all: they fuse.
+  Converted s = convert(convReluConv(), kIntegerPlacement, at::randn({2, 2, 5, 5}));
+  EXPECT_EQ(opCounts(s.qop).at("QLinearConv"), 2);
+
+  // A signed graph input next to unsigned outputs after Relu (OpenVINO): conv1 reads int8 and
+  // writes uint8.
+  const nlohmann::json mixed = {{"activation", {{"symmetric", true}, {"unsigned", false}}},
+                                {"constraints", {{"unsigned_after_relu", true}}}};
+  Converted m = convert(convReluConv(), mixed, at::randn({2, 2, 5, 5}));
+  for (const auto& [node, why] : m.summary.not_fused) {
+    if (why.find("different 8-bit types") != std::string::npos) return;
+  }
+  // When every activation quantizer shares one type, this backend patch did not mix them, and
+  // the test has not tested anything: fail loudly.
+  ADD_FAILURE() << "no group was refused for mixing int8 and uint8";
+}
+
 TEST(QOperatorOnnx, OpsWithoutARuleAreNamedAsHavingNoKernel) {
   // A Sigmoid between two quantized points reads a dequantized value; ONNX Runtime has no
   // QLinearSigmoid in the default domain, so it stays float and the summary names the reason.
