@@ -4,12 +4,16 @@
 
 #include <algorithm>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "core/error.h"
+#include "ir/captured_values.h"
 #include "ir/node_attributes.h"
+#include "ir/onnx_export.h"
+#include "ir/onnx_import.h"
 #include "passes/sample_run.h"
 #include "passes/upgrade_opset_rewrites.h"
 
@@ -39,29 +43,34 @@ struct Step {
   const upgrade::Rewrite* rewrite;
 };
 
+class Upgrader;
+
+// One body of a control-flow node (If's branches, Loop's and Scan's body), upgraded as a graph of
+// its own and written back into the node's attribute.
+struct BodyUpgrade {
+  Node* node;
+  std::string attribute;
+  Subgraph body;
+  std::unique_ptr<Upgrader> upgrader;
+};
+
 class Upgrader {
  public:
-  Upgrader(Graph& graph, int64_t from, int64_t to)
-      : graph_(graph), from_(from), to_(to), context_{graph, [this](const Value* v) {
-                                                        return rankOf(v);
-                                                      }} {}
+  // `top`: the model's graph, which a sample run can feed; a body's values have no samples.
+  Upgrader(Graph& graph, int64_t from, int64_t to, bool top = true)
+      : graph_(graph), from_(from), to_(to), top_(top), context_{graph, [this](const Value* v) {
+                                                                   return rankOf(v);
+                                                                 }} {}
 
-  // Every node's steps, checked, before any edit.
+  // Every node's steps, checked, before any edit (bodies included).
   void plan() {
     for (Node* node : graph_.topologicalOrder()) {
       if (!isDefaultDomain(*node)) continue;
-      for (const Attribute& a : node->attributes.all()) {
-        if (a.kind == AttributeKind::Opaque) {
-          throw Error(node->describe() + ": has a subgraph (attribute '" + a.name +
-                      "'), which qforge cannot move from opset " + std::to_string(from_) + " to " +
-                      std::to_string(to_) + "; convert the model to opset " + std::to_string(to_) +
-                      " first");
-        }
-      }
+      planBodies(node);
       std::vector<Step> steps = stepsOf(*node);
       if (!steps.empty()) plans_.emplace_back(node, std::move(steps));
     }
-    sampleMissingRanks();
+    if (top_) sampleMissingRanks();
     for (const auto& [node, steps] : plans_) {
       for (const Step& step : steps) {
         if (step.rewrite != nullptr) step.rewrite->check(context_, *node);
@@ -70,7 +79,7 @@ class Upgrader {
   }
 
   size_t apply() {
-    size_t rewritten = 0;
+    size_t rewritten = applyBodies();
     for (auto& [node, steps] : plans_) {
       Node* current = node;
       bool edited = false;
@@ -85,6 +94,55 @@ class Upgrader {
   }
 
  private:
+  void planBodies(Node* node) {
+    for (const Attribute& a : node->attributes.all()) {
+      const std::vector<onnx::GraphProto> bodies = subgraphsOf(a);
+      if (bodies.empty()) continue;
+      if (bodies.size() != 1) {
+        throw Error(node->describe() + ": attribute '" + a.name +
+                    "' holds several graphs, which qforge cannot move to opset " +
+                    std::to_string(to_) + "; convert the model to opset " + std::to_string(to_) +
+                    " first");
+      }
+      auto upgrade = std::make_unique<BodyUpgrade>(
+          BodyUpgrade{node, a.name, importSubgraph(bodies.front(), graph_.model), nullptr});
+      upgrade->upgrader = std::make_unique<Upgrader>(upgrade->body.graph, from_, to_, false);
+      try {
+        upgrade->upgrader->plan();
+      } catch (const Error& e) {
+        throw e.within(node->describe() + ", body '" + a.name + "'");
+      }
+      bodies_.push_back(std::move(upgrade));
+    }
+  }
+
+  // Each body rewritten, then exported into its attribute again, without the extra inputs that
+  // stood for the outer values it reads.
+  size_t applyBodies() {
+    size_t rewritten = 0;
+    for (auto& b : bodies_) {
+      rewritten += b->upgrader->apply();
+      onnx::ModelProto model = exportOnnxModel(b->body.graph);
+      onnx::GraphProto* g = model.mutable_graph();
+      auto* inputs = g->mutable_input();
+      inputs->erase(std::remove_if(inputs->begin(), inputs->end(),
+                                   [&](const onnx::ValueInfoProto& in) {
+                                     return std::find(b->body.captured.begin(),
+                                                      b->body.captured.end(),
+                                                      in.name()) != b->body.captured.end();
+                                   }),
+                    inputs->end());
+      onnx::AttributeProto proto;
+      proto.ParseFromString(b->node->attributes.find(b->attribute)->opaque_proto);
+      g->set_name(proto.g().name());
+      *proto.mutable_g() = *g;
+      Attribute updated = *b->node->attributes.find(b->attribute);
+      updated.opaque_proto = proto.SerializeAsString();
+      b->node->attributes.set(std::move(updated));
+    }
+    return rewritten;
+  }
+
   std::vector<Step> stepsOf(const Node& node) {
     std::vector<Step> steps;
     std::string op = node.opType();
@@ -136,7 +194,9 @@ class Upgrader {
 
   Graph& graph_;
   int64_t from_, to_;
+  bool top_;
   upgrade::Context context_;
+  std::vector<std::unique_ptr<BodyUpgrade>> bodies_;
   std::vector<std::pair<Node*, std::vector<Step>>> plans_;
   std::vector<const Value*> rank_wanted_;
   std::map<const Value*, int64_t> sampled_ranks_;

@@ -18,7 +18,9 @@
 //       tf_half_pixel_for_nn, which opset 13 dropped
 //   14  BatchNormalization: unused training outputs dropped
 // Every other change between opsets 7 and 17 was reviewed as compatible (new types, new
-// attributes whose default keeps the old behaviour) and needs no edit.
+// attributes whose default keeps the old behaviour) and needs no edit. The bodies of If, Loop and
+// Scan are upgraded as graphs of their own, with the same rewrites, and written back into their
+// node; Scan-8 (batch axis, sequence_lens) has no rewrite and is refused.
 #pragma once
 
 #include <cstddef>
@@ -40,8 +42,8 @@ struct OpsetUpgrade {
 
 // Raises the default-domain opset of `graph` to `target` (nothing when it is already there or
 // above). Throws qforge::Error naming the node, op and opsets for an op that changed in a way
-// no rewrite covers, a node with a subgraph, or a target above kMaxUpgradeOpset; the graph is
-// then unchanged.
+// no rewrite covers (in a control-flow body too), or a target above kMaxUpgradeOpset; the graph
+// is then unchanged.
 OpsetUpgrade upgradeOpset(Graph& graph, int64_t target);
 
 }  // namespace qforge::passes

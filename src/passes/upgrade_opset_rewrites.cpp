@@ -385,6 +385,8 @@ bool isCompatibleChange(const std::string& op_type, int64_t since) {
       {"Gemm", {9, 11, 13}},
       {"Greater", {9, 13}},
       {"GreaterOrEqual", {16}},
+      // If and Loop: outputs whose shapes vary (11), sequence (13) and optional (16) values.
+      {"If", {11, 13, 16}},
       {"Hardmax", {11}},
       {"Identity", {13, 14, 16}},
       {"IsNaN", {13}},
@@ -395,6 +397,7 @@ bool isCompatibleChange(const std::string& op_type, int64_t since) {
       {"LessOrEqual", {16}},
       {"Log", {13}},
       {"LogSoftmax", {11}},
+      {"Loop", {11, 13, 16}},
       {"LpPool", {11}},
       {"MatMul", {9, 13}},
       {"Max", {8, 12, 13}},
@@ -428,6 +431,8 @@ bool isCompatibleChange(const std::string& op_type, int64_t since) {
       {"ReduceSumSquare", {11, 13}},
       {"Relu", {13, 14}},
       {"Reshape", {13, 14}},
+      // Scan 9 dropped the batch axis and sequence_lens: no rewrite, Scan-8 is refused.
+      {"Scan", {11, 16}},
       {"ScatterElements", {13, 16}},
       {"ScatterND", {13, 16}},
       {"Shape", {13, 15}},

@@ -10,8 +10,10 @@
 #include <vector>
 
 #include "exec/executor.h"
+#include "ir/captured_values.h"
 #include "ir/dump.h"
 #include "ir/onnx_export.h"
+#include "ir/onnx_import.h"
 #include "ir/parse.h"
 #include "support/checks.h"
 #include "support/onnx_builder.h"
@@ -464,22 +466,93 @@ TEST(UpgradeOpset, RefusesWhatItCannotCarryOverNamingTheNode) {
             std::string::npos);
 }
 
-TEST(UpgradeOpset, RefusesNodesWithSubgraphs) {
+// If(cond) { Squeeze(x, axes 1) } else { Squeeze(-x, axes 1) } at opset 11: Squeeze's axes
+// become an input at 13, inside the branches as outside.
+onnx::ModelProto squeezeInBranches() {
+  constexpr int32_t kFloat = onnx::TensorProto::FLOAT;
+  testing::OnnxBuilder then_branch(11);
+  then_branch.output("t", kFloat, {2, 3});
+  testing::addIntsAttribute(then_branch.node("Squeeze", {"x"}, {"t"}, "then_squeeze"), "axes", {1});
+  testing::OnnxBuilder else_branch(11);
+  else_branch.output("e", kFloat, {2, 3});
+  else_branch.node("Neg", {"x"}, {"nx"}, "else_neg");
+  testing::addIntsAttribute(else_branch.node("Squeeze", {"nx"}, {"e"}, "else_squeeze"), "axes",
+                            {1});
+  testing::OnnxBuilder b(11);
+  b.input("cond", onnx::TensorProto::BOOL, {}).input("x", kFloat, {2, 1, 3});
+  b.output("y", kFloat, {2, 3});
+  onnx::NodeProto& node = b.node("If", {"cond"}, {"y"}, "branch");
+  testing::addGraphAttribute(node, "then_branch", then_branch.model().graph());
+  testing::addGraphAttribute(node, "else_branch", else_branch.model().graph());
+  return b.model();
+}
+
+TEST(UpgradeOpset, ControlFlowBodiesAreUpgradedWithTheGraph) {
+  onnx::ModelProto proto = squeezeInBranches();
+  Graph before = importOnnxModel(proto, "");
+  Graph after = before.clone();
+  const OpsetUpgrade done = upgradeOpset(after, 13);
+  EXPECT_EQ(done.rewritten, 2u);
+  const std::string dir = testing::makeTempDir("upgrade-bodies");
+  exportOnnxFile(after, dir + "/after.onnx");
+  EXPECT_EQ(testing::onnxCheckerError(dir + "/after.onnx"), "");
+  // Both Squeezes now read their axes as an input.
+  Graph reread = importOnnxFile(dir + "/after.onnx");
+  for (const Attribute& a : reread.findNode("branch")->attributes.all()) {
+    for (const onnx::GraphProto& body : subgraphsOf(a)) {
+      for (const auto& n : body.node()) {
+        if (n.op_type() != "Squeeze") continue;
+        EXPECT_EQ(n.input_size(), 2) << a.name;
+        EXPECT_EQ(n.attribute_size(), 0) << a.name;
+      }
+    }
+  }
+  const at::Tensor x = at::arange(6, at::kFloat).reshape({2, 1, 3});
+  for (bool cond : {true, false}) {
+    const TensorMap feeds = {{"cond", at::scalar_tensor(cond, at::kBool)}, {"x", x}};
+    const at::Tensor expected = cond ? x.squeeze(1) : -x.squeeze(1);
+    EXPECT_TRUE(at::equal(Executor(after).run(feeds).at("y"), expected));
+    if (testing::ortAvailable("the opset upgrade tests")) {
+      EXPECT_TRUE(at::equal(testing::runInOrt(dir + "/after.onnx", feeds).at("y"), expected));
+    }
+  }
+}
+
+TEST(UpgradeOpset, ABodyItCannotCarryOverIsNamedWithItsNode) {
+  onnx::ModelProto proto = squeezeInBranches();
+  // The else branch's Squeeze becomes a Softmax over axis 1 of a value whose rank nothing
+  // declares (the branch reads it from outside): opset 13 changed what that axis means.
+  for (auto& n : *proto.mutable_graph()->mutable_node()) {
+    if (n.op_type() != "If") continue;
+    auto* squeeze = n.mutable_attribute(1)->mutable_g()->mutable_node(1);
+    squeeze->set_op_type("Softmax");
+    squeeze->clear_attribute();
+    squeeze->set_input(0, "x");
+  }
+  Graph g = importOnnxModel(proto, "");
+  g.value("x")->type.shape.reset();
+  const std::string before = exportOnnxModel(g).SerializeAsString();
+  const std::string error = errorOf([&] { upgradeOpset(g, 13); });
+  EXPECT_NE(error.find("node 'branch' (If), body 'else_branch'"), std::string::npos) << error;
+  EXPECT_NE(error.find("Softmax"), std::string::npos) << error;
+  // Nothing was edited, not even the then branch, which alone would have upgraded.
+  EXPECT_EQ(exportOnnxModel(g).SerializeAsString(), before);
+  EXPECT_EQ(g.model.opsetFor(""), 11);
+}
+
+TEST(UpgradeOpset, Scan8IsRefusedForItsBatchAxis) {
   Graph g = parseGraph(R"(
     graph g
-    opset "" 9
-    input %c: bool[]
-    %y = If(%c)  # branch
+    opset "" 8
+    input %s: float32[1,2]
+    input %x: float32[1,4,2]
+    %y, %z = Scan(%s, %x)  # scan
     output %y: float32
   )");
-  Attribute body;
-  body.name = "then_branch";
-  body.kind = AttributeKind::Opaque;
-  g.findNode("branch")->attributes.set(body);
-  EXPECT_EQ(errorOf([&] { upgradeOpset(g, 13); }),
-            "node 'branch' (If): has a subgraph (attribute 'then_branch'), which qforge cannot "
-            "move from opset 9 to 13; convert the model to opset 13 first");
-  EXPECT_EQ(g.model.opsetFor(""), 9);
+  EXPECT_NE(errorOf([&] {
+              upgradeOpset(g, 13);
+            }).find("node 'scan' (Scan): qforge cannot move Scan from opset 8 to 13"),
+            std::string::npos);
 }
 
 }  // namespace

@@ -31,13 +31,12 @@ TEST(ControlFlowTest, IfRunsTheBranchTheConditionPicks) {
   Graph g = load(ifModel());
   Executor run(g);
   const at::Tensor x = at::tensor({-1.f, 0.5f, 2.f, 3.f, -4.f, 1.f}).reshape({2, 3});
-  const at::Tensor taken = run({at::scalar_tensor(true), x})[0];
+  const at::Tensor taken = run({at::scalar_tensor(true, at::kBool), x})[0];
   EXPECT_TRUE(at::equal(taken, at::relu(x) * 2));
-  const at::Tensor other = run({at::scalar_tensor(false), x})[0];
+  const at::Tensor other = run({at::scalar_tensor(false, at::kBool), x})[0];
   EXPECT_TRUE(at::equal(other, at::relu(x) - 1));
-  // A condition given as a one-element float tensor counts as true when nonzero (ONNX Runtime
-  // casts as well).
-  EXPECT_TRUE(at::equal(run({at::ones({1}, at::kBool), x})[0], at::relu(x) * 2));
+  // A one-element condition of rank 1 is a condition too.
+  EXPECT_TRUE(at::equal(run({at::zeros({1}, at::kBool), x})[0], at::relu(x) - 1));
 }
 
 TEST(ControlFlowTest, GradientsFlowThroughTheBranchTaken) {
@@ -46,7 +45,7 @@ TEST(ControlFlowTest, GradientsFlowThroughTheBranchTaken) {
   options.enable_grad = true;
   Executor run(g, options);
   const at::Tensor x = at::tensor({-1.f, 0.5f, 2.f}).reshape({1, 3}).requires_grad_();
-  run({at::scalar_tensor(true), x})[0].sum().backward();
+  run({at::scalar_tensor(true, at::kBool), x})[0].sum().backward();
   EXPECT_TRUE(at::equal(x.grad(), at::tensor({0.f, 2.f, 2.f}).reshape({1, 3})));
 }
 
@@ -78,7 +77,7 @@ TEST(ControlFlowTest, LoopCarriesValuesAndStacksScanOutputs) {
   Graph g = load(loopModel(false));
   Executor run(g);
   const at::Tensor s0 = at::tensor({10.f, -1.f});
-  const auto out = run({at::scalar_tensor(4, at::kLong), at::scalar_tensor(true), s0});
+  const auto out = run({at::scalar_tensor(4, at::kLong), at::scalar_tensor(true, at::kBool), s0});
   // After iteration k the state is s0 + 0 + 1 + ... + k.
   EXPECT_TRUE(at::equal(out[0], s0 + 6));
   const at::Tensor expected = at::stack({s0 + 0, s0 + 1, s0 + 3, s0 + 6});
@@ -87,7 +86,7 @@ TEST(ControlFlowTest, LoopCarriesValuesAndStacksScanOutputs) {
   // has no iterations to collect.
   expectErrorWith(
       [&] {
-        run({at::scalar_tensor(4, at::kLong), at::scalar_tensor(false), s0});
+        run({at::scalar_tensor(4, at::kLong), at::scalar_tensor(false, at::kBool), s0});
       },
       {"'loop' (Loop)", "there were none"});
 }
@@ -97,7 +96,7 @@ TEST(ControlFlowTest, LoopStopsWhenTheBodySaysSo) {
   Executor run(g);
   const at::Tensor s0 = at::zeros({2});
   // The body's condition is i < 2: iterations 0, 1, 2 run, although M allows 100.
-  const auto out = run({at::scalar_tensor(100, at::kLong), at::scalar_tensor(true), s0});
+  const auto out = run({at::scalar_tensor(100, at::kLong), at::scalar_tensor(true, at::kBool), s0});
   EXPECT_TRUE(at::equal(out[0], s0 + 3));
   EXPECT_EQ(out[1].size(0), 3);
 }
