@@ -55,10 +55,17 @@ CalibrationResult calibrate(passes::PreparedModel& model, data::BatchLoader& loa
   }
   require(result.batches > 0,
           "calibration data " + loader.dataset().describe() + " yielded no batch");
-  std::vector<std::string> unreached;
+  std::vector<std::string> unreached, empty;
   for (quant::FakeQuantizer* q : model.quantizers()) {
-    if (q->observer() != nullptr && !q->observer()->hasData()) unreached.push_back(q->name());
+    const quant::Observer* o = q->observer();
+    if (o == nullptr || o->hasData()) continue;
+    (o->emptyTensors() > 0 ? empty : unreached).push_back(q->name());
   }
+  require(empty.empty(), "these quantizers saw only empty tensors in " +
+                             std::to_string(result.batches) +
+                             " calibration batches: " + join(empty) +
+                             " (a detector that found nothing above its score threshold?); "
+                             "calibrate on data where they carry values");
   require(unreached.empty(), "calibration never reached these quantizers: " + join(unreached) +
                                  "; they are not on the path from the input to the outputs");
   model.setMode(quant::FakeQuantMode::Quantization);

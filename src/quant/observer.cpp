@@ -25,7 +25,10 @@ void Observer::fail(const std::string& message) const {
 
 void Observer::observe(const at::Tensor& x) {
   if (!x.defined()) fail("observed an undefined tensor");
-  if (x.numel() == 0) return;
+  if (x.numel() == 0) {
+    ++empty_tensors_;
+    return;
+  }
   at::Tensor data = x.detach();
   if (data.scalar_type() != at::kFloat) data = data.to(at::kFloat);
   data = data.contiguous();
@@ -75,6 +78,7 @@ QParams Observer::computeQParams() const {
 
 void Observer::reset() {
   batches_ = 0;
+  empty_tensors_ = 0;
   channels_ = 1;
   resetState();
 }

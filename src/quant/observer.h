@@ -36,6 +36,8 @@ class Observer {
 
   bool hasData() const { return batches_ > 0; }
   int64_t batches() const { return batches_; }
+  // Tensors seen with no element (a detector's boxes when it found none): they set no range.
+  int64_t emptyTensors() const { return empty_tensors_; }
   void reset();
 
   const std::string& kind() const { return kind_; }
@@ -72,6 +74,7 @@ class Observer {
   std::string tensor_name_;
   QScheme scheme_;
   int64_t batches_ = 0;
+  int64_t empty_tensors_ = 0;
   int64_t channels_ = 1;
 };
 

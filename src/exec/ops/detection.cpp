@@ -1,6 +1,7 @@
 // Detection ops: NonMaxSuppression and RoiAlign, following ONNX's reference semantics (which
 // are ONNX Runtime's): NMS keeps boxes greedily by score, ties to the lower index; RoiAlign
 // averages (or takes the largest weighted tap of) bilinear samples on a regular grid per bin.
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -40,39 +41,41 @@ at::Tensor boxCorners(const at::Tensor& boxes, bool center_point) {
                    -1);
 }
 
-// [N, N]: box i suppresses box j (and j suppresses i): they overlap with IoU above the
-// threshold. Boxes of no area or no overlap never suppress.
-at::Tensor suppressionMatrix(const at::Tensor& corners, double iou_threshold) {
-  const at::Tensor ymin = corners.select(1, 0), xmin = corners.select(1, 1),
-                   ymax = corners.select(1, 2), xmax = corners.select(1, 3);
-  auto overlap = [](const at::Tensor& low, const at::Tensor& high) {
-    return at::minimum(high.unsqueeze(1), high.unsqueeze(0)) -
-           at::maximum(low.unsqueeze(1), low.unsqueeze(0));
-  };
-  const at::Tensor dy = overlap(ymin, ymax), dx = overlap(xmin, xmax);
-  const at::Tensor intersection = dx.clamp_min(0) * dy.clamp_min(0);
-  const at::Tensor area = (xmax - xmin) * (ymax - ymin);
-  const at::Tensor union_area = area.unsqueeze(1) + area.unsqueeze(0) - intersection;
-  const at::Tensor valid =
-      (dx > 0) & (dy > 0) & (area.unsqueeze(1) > 0) & (area.unsqueeze(0) > 0) & (union_area > 0);
-  return (valid & (intersection / union_area > iou_threshold)).contiguous();
+// Whether boxes i and j (corner rows) overlap with IoU above the threshold; boxes of no area or
+// no overlap never suppress. Computed pair by pair as greedy selection asks, in the boxes' own
+// precision: a precomputed [N, N] matrix is N^2 bytes, 729 MB for the 27000 candidates of
+// torchvision's SSDlite.
+template <typename T>
+bool suppresses(const T* a, const T* b, T iou_threshold) {
+  const T dy = std::min(a[2], b[2]) - std::max(a[0], b[0]);
+  const T dx = std::min(a[3], b[3]) - std::max(a[1], b[1]);
+  if (!(dx > 0) || !(dy > 0)) return false;
+  const T intersection = dx * dy;
+  const T area_a = (a[3] - a[1]) * (a[2] - a[0]);
+  const T area_b = (b[3] - b[1]) * (b[2] - b[0]);
+  const T union_area = area_a + area_b - intersection;
+  if (!(area_a > 0) || !(area_b > 0) || !(union_area > 0)) return false;
+  return intersection / union_area > iou_threshold;
 }
 
 // Boxes of one class in score order (descending, ties by index), kept unless a kept box
-// suppresses them, at most `limit`.
-std::vector<int64_t> keepGreedily(const at::Tensor& scores, const at::Tensor& suppress,
-                                  int64_t limit, const c10::optional<double>& score_threshold) {
+// suppresses them, at most `limit`. `corners` is [N, 4], contiguous.
+template <typename T>
+std::vector<int64_t> keepGreedily(const at::Tensor& scores, const at::Tensor& corners,
+                                  double iou_threshold, int64_t limit,
+                                  const c10::optional<double>& score_threshold) {
   at::Tensor order = std::get<1>(at::sort(scores, /*stable=*/true, 0, /*descending=*/true));
   if (score_threshold)
     order = order.masked_select(scores.index_select(0, order) > *score_threshold);
-  const auto by = suppress.accessor<bool, 2>();
+  const T* box = corners.data_ptr<T>();
+  const auto threshold = static_cast<T>(iou_threshold);
   std::vector<int64_t> kept;
-  for (const int64_t box : ops::toInt64Vector(order)) {
+  for (const int64_t candidate : ops::toInt64Vector(order)) {
     if (static_cast<int64_t>(kept.size()) >= limit) break;
     bool free = true;
-    for (const int64_t k : kept)
-      free = free && !by[k][box];
-    if (free) kept.push_back(box);
+    for (size_t k = 0; k < kept.size() && free; ++k)
+      free = !suppresses(box + 4 * kept[k], box + 4 * candidate, threshold);
+    if (free) kept.push_back(candidate);
   }
   return kept;
 }
@@ -90,7 +93,16 @@ std::vector<at::Tensor> nonMaxSuppression(const OpContext& ctx) {
   }
   const int64_t center_point = ctx.attrInt("center_point_box", 0);
   if (center_point != 0 && center_point != 1) ctx.fail("center_point_box must be 0 or 1");
-  const auto limit = static_cast<int64_t>(scalarInput(ctx, 2, "max_output_boxes_per_class", 0));
+  // Read as an integer: exporters write "no limit" as INT64_MAX, which a double cannot carry
+  // back (it would wrap to a negative limit and keep nothing).
+  int64_t limit = 0;
+  if (ctx.hasInput(2) && ctx.input(2).numel() > 0) {
+    if (ctx.input(2).numel() != 1) {
+      ctx.fail("max_output_boxes_per_class must hold one value, got shape " +
+               shapeString(ctx.input(2).sizes()));
+    }
+    limit = ctx.input(2).to(at::kLong).item<int64_t>();
+  }
   const double iou_threshold = scalarInput(ctx, 3, "iou_threshold", 0);
   c10::optional<double> score_threshold;
   if (ctx.hasInput(4) && ctx.input(4).numel() > 0) {
@@ -99,9 +111,15 @@ std::vector<at::Tensor> nonMaxSuppression(const OpContext& ctx) {
   const at::Tensor corners = boxCorners(boxes, center_point == 1);
   std::vector<int64_t> triples;
   for (int64_t b = 0; b < boxes.size(0) && limit > 0; ++b) {
-    const at::Tensor suppress = suppressionMatrix(corners[b], iou_threshold);
+    const at::Tensor batch_corners = corners[b].contiguous();
     for (int64_t c = 0; c < scores.size(1); ++c) {
-      for (const int64_t box : keepGreedily(scores[b][c], suppress, limit, score_threshold))
+      const std::vector<int64_t> kept =
+          batch_corners.scalar_type() == at::kDouble
+              ? keepGreedily<double>(scores[b][c], batch_corners, iou_threshold, limit,
+                                     score_threshold)
+              : keepGreedily<float>(scores[b][c], batch_corners, iou_threshold, limit,
+                                    score_threshold);
+      for (const int64_t box : kept)
         triples.insert(triples.end(), {b, c, box});
     }
   }

@@ -5,6 +5,8 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include "support/op_facts.h"
 #include "support/op_test_helpers.h"
 
@@ -90,6 +92,11 @@ TEST(DetectionOpsTest, NmsKeepsTheBestOfOverlappingBoxes) {
   // IoU 0.818 does not exceed 0.85: both kept, in score order.
   expectTensorEqual(run1({"NonMaxSuppression", 11, {boxes, scores, i64({2}), f32({0.85f})}}),
                     i64({0, 0, 0, 0, 0, 1}).reshape({2, 3}));
+  // INT64_MAX, torch.onnx's "no limit" (torchvision's batched NMS), keeps every free box.
+  expectTensorEqual(run1({"NonMaxSuppression",
+                          11,
+                          {boxes, scores, i64({std::numeric_limits<int64_t>::max()}), iou}}),
+                    i64({0, 0, 0, 0, 0, 2}).reshape({2, 3}));
   // Without max_output_boxes_per_class nothing is selected.
   expectTensorEqual(run1({"NonMaxSuppression", 11, {boxes, scores}}), i64({}).reshape({0, 3}));
 }
