@@ -1,6 +1,7 @@
 #include "verify/trace.h"
 
 #include <algorithm>
+#include <set>
 
 #include "algos/model_feeds.h"
 #include "core/files.h"
@@ -126,16 +127,25 @@ std::vector<Divergence> traceQdq(const TraceContext& context, passes::PreparedMo
   }
   std::vector<std::string> ort_names, sim_names;
   for (const auto& [fq_out, tensor, e] : wanted) {
-    ort_names.push_back(tensor);
+    if (std::find(ort_names.begin(), ort_names.end(), tensor) == ort_names.end()) {
+      ort_names.push_back(tensor);
+    }
     sim_names.push_back(fq_out);
   }
   const TensorMap ort = ortIntermediates(context.ort, path, feeds, ort_names);
   const TensorMap sim =
       algos::runInBatches(model.executor(), feeds, sim_names, context.fixed_batch, sim_overrides);
+  // A quantizer shared by several values (Concat's inputs) has FakeQuantize nodes on each, but
+  // the QDQ model names one tensor for it: compare that tensor with the first of those values of
+  // its shape, once.
   std::vector<TensorPair> pairs;
+  std::set<std::string> compared;
   for (const auto& [fq_out, tensor, e] : wanted) {
+    const at::Tensor& got = ort.at(tensor);
+    if (compared.count(tensor) || sim.at(fq_out).sizes() != got.sizes()) continue;
+    compared.insert(tensor);
     const at::Tensor levels = (sim.at(fq_out).to(at::kDouble) / e->scale).round() + e->zero_point;
-    pairs.emplace_back(e->quantizer, tensor, levels, ort.at(tensor));
+    pairs.emplace_back(e->quantizer, tensor, levels, got);
   }
   return tensorDifferences(pairs);
 }

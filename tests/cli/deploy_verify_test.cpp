@@ -141,6 +141,23 @@ TEST(DeployVerifyCli, AFourBitActivationWrittenAsArithmeticIsTracedAndNamed) {
   EXPECT_GT((*sim)["first_divergence"]["compared"].get<int64_t>(), 2);
 }
 
+TEST(DeployVerifyCli, AQuantizerSharedByValuesOfDifferentShapesIsTracedOnce) {
+  // STPU shares one quantizer between a Concat's inputs; in the zoo U-Net those are a skip
+  // connection and an upsampled map with different channel counts. Verify's trace compared each
+  // of them with the one tensor the QDQ model names for the quantizer, and stopped with an
+  // internal error ("size of tensor a (24) must match ... (48)").
+  const std::string dir = makeTempDir("deploy_verify") + "/unet_stpu";
+  const CliResult q =
+      runCli("quantize " + zoo("unet") +
+             " --backend STPU --calib-batches 2 --calib-batch 16 --out " + dir + " --quiet");
+  ASSERT_EQ(q.exit_code, 0) << q.out;
+  const nlohmann::json report = verifyJson(dir + " --limit 16", 0);
+  EXPECT_TRUE(report["passed"].get<bool>()) << report.dump(2);
+  const nlohmann::json* sim = comparison(report, "qdq", "simulation");
+  ASSERT_NE(sim, nullptr);
+  EXPECT_GE((*sim)["exact_fraction"].get<double>(), 0.99) << sim->dump(2);
+}
+
 TEST(DeployVerifyCli, DeployWritesElsewhereAndVerifyReadsThePreparedModelFromItsDirectory) {
   const std::string dir = quantized("ONNX_QNN");
   const std::string out = makeTempDir("deploy_elsewhere") + "/out";
