@@ -10,6 +10,7 @@ that no backend brings to 20 dB.
 
   QFORGE_ORT_DIR=build/ort /usr/bin/python3 bench/corpus_table.py [--models a,b]
       [--backends TensorRT,SNPE] [--cache build/corpus] [--json FILE]
+      [--calib-batches 2 --calib-batch 1]
 
 Fetches the corpus (bench/corpus/fetch.sh, export_torchvision.py) and makes the calibration
 photographs (bench/corpus/make_images.py: Debian's python3-skimage, installed when missing) on
@@ -127,10 +128,11 @@ def ort_outputs(model, inputs, out_dir):
     return [np.load(os.path.join(out_dir, f)) for f in files]
 
 
-def cell(qforge, model, backend, calib, work):
+def cell(qforge, model, backend, calib, work, calib_batches=2, calib_batch=1):
     out = os.path.join(work, backend)
     done = run([qforge, "quantize", model, "--backend", backend, "--calib", calib,
-                "--calib-batches", "2", "--calib-batch", "1", "--out", out, "--quiet", "--json"])
+                "--calib-batches", str(calib_batches), "--calib-batch", str(calib_batch),
+                "--out", out, "--quiet", "--json"])
     if done.returncode != 0:
         return {"quantizes": False, "why": one_line(done.stderr)}
     result = {"quantizes": True}
@@ -138,8 +140,13 @@ def cell(qforge, model, backend, calib, work):
     result["verifies"] = done.returncode == 0
     if done.returncode != 0:
         mismatch = [l for l in done.stdout.splitlines() if l.startswith("MISMATCH")]
-        result["why"] = "verify: " + (mismatch[0][len("MISMATCH"):].strip() if mismatch
-                                      else one_line(done.stderr or done.stdout))
+        message = one_line(done.stderr or done.stdout)
+        if "lists no ONNX model to verify" in message and "no affine grid" in message:
+            result["why"] = "no ONNX artifact: the backend's grid (NNIE's logarithmic one) has " \
+                            "no QuantizeLinear form, so there is nothing for ONNX Runtime to run"
+        else:
+            result["why"] = "verify: " + (mismatch[0][len("MISMATCH"):].strip() if mismatch
+                                          else message)
     result["sqnr_db"] = None
     qdq = os.path.join(out, "model.qdq.onnx")
     if os.path.exists(qdq):
@@ -192,6 +199,8 @@ def main():
     p.add_argument("--models", default="")
     p.add_argument("--backends", default=",".join(BACKENDS))
     p.add_argument("--json", default="")
+    p.add_argument("--calib-batches", type=int, default=2)
+    p.add_argument("--calib-batch", type=int, default=1)
     a = p.parse_args()
     models = corpus(a.cache)
     wanted = [m for m in a.models.split(",") if m] or sorted(models)
@@ -219,7 +228,7 @@ def main():
                 if not loads:
                     cells.append("-")
                     continue
-                c = cell(a.qforge, path, backend, calib, work)
+                c = cell(a.qforge, path, backend, calib, work, a.calib_batches, a.calib_batch)
                 row["backends"][backend] = c
                 if not c["quantizes"]:
                     cells.append("no: " + c["why"])
