@@ -106,9 +106,11 @@ DeployResult writeDeployFiles(passes::PreparedModel& model, const DeployModel& d
   m["deploy_format"] = model.backend().deploy_format;
   m["models"] = nlohmann::json::object();
 
+  // NNIE's log grid is written as arithmetic (qdq_onnx.h); any other grid without scale and
+  // zero point has no ONNX form.
   const auto not_affine =
       std::find_if(deployable.table.tensors.begin(), deployable.table.tensors.end(),
-                   [](const TensorEncoding& e) { return !e.affine; });
+                   [](const TensorEncoding& e) { return !e.affine && !e.state.count("data_max"); });
   if (not_affine == deployable.table.tensors.end()) {
     std::map<std::string, std::string> quantized_values;
     Graph qdq = toQdqGraph(model, &quantized_values);

@@ -3,6 +3,8 @@
 #include <ATen/ATen.h>
 #include <onnx/onnx_pb.h>
 
+#include <cmath>
+
 #include "core/error.h"
 #include "ir/onnx_export.h"
 #include "ir/verifier.h"
@@ -10,6 +12,7 @@
 #include "passes/fake_quantize_node.h"
 #include "passes/upgrade_opset.h"
 #include "quant/fake_quantizers/derived_bias.h"
+#include "quant/fake_quantizers/nnie.h"
 
 namespace qforge::deploy {
 
@@ -27,11 +30,14 @@ class Lowerer {
     quant::FakeQuantizer* q = model_.quantizer(name);
     require(q != nullptr, fq->describe() + ": no quantizer '" + name + "'");
     const QuantPoint* point = pointOf(name);
+    Value* x = fq->input(0);
+    Value* y = fq->output(0);
+    if (auto* log_grid = dynamic_cast<quant::NnieFakeQuantizer*>(q)) {
+      return lowerLogGrid(fq, x, y, *log_grid);
+    }
     require(q->affine(), "quantizer '" + name + "' (" + q->kind() +
                              ") has no affine grid, which ONNX's QuantizeLinear cannot express; "
                              "deploy it with its backend's own writer");
-    Value* x = fq->input(0);
-    Value* y = fq->output(0);
     if (auto* bias = dynamic_cast<quant::DerivedBiasFakeQuantizer*>(q)) {
       return lowerDerivedBias(fq, x, y, *bias);
     }
@@ -156,6 +162,43 @@ class Lowerer {
               {is_tie, op("Add", {floor, one}, base)->output(0), op("Round", {v}, base)->output(0)},
               base)
         ->output(0);
+  }
+
+  // NNIE's logarithmic grid (quant/fake_quantizers/nnie.h) as float arithmetic, so ONNX Runtime
+  // runs what the chip computes: code = round(16 log2|x| - z) clamped to [0, 127] (positive) or
+  // [1, 127] (negative), value +-2^((code + z) / 16), and 0 between -2^((z - 15) / 16) and
+  // 2^((z - 16) / 16). A constant weight is baked: its grid values are stored as they are.
+  void lowerLogGrid(Node* fq, Value* x, Value* y, quant::NnieFakeQuantizer& q) {
+    if (x->isInitializer()) {
+      Value* baked = constant(x->name() + "_log_quantized", q.forward(x->initializer()).detach());
+      return replace(fq, y, baked);
+    }
+    const std::string base = graph_.uniqueName(q.name());
+    const double z = std::nearbyint(16.0 * std::log2(q.dataMax())) - 127.0;
+    auto scalar = [&](const std::string& what, double v) {
+      return constant(base + "_" + what, at::scalar_tensor(static_cast<float>(v)));
+    };
+    auto unary = [&](const std::string& type, Value* a) { return op(type, {a}, base)->output(0); };
+    auto binary = [&](const std::string& type, Value* a, Value* b) {
+      return op(type, {a, b}, base)->output(0);
+    };
+    Value* log2 = binary("Div", unary("Log", unary("Abs", x)), scalar("ln2", std::log(2.0)));
+    Value* code =
+        unary("Round", binary("Sub", binary("Mul", log2, scalar("sixteen", 16)), scalar("z", z)));
+    auto magnitude = [&](double lowest) {
+      Value* clipped =
+          op("Clip", {code, scalar("code_min", lowest), scalar("code_max", 127)}, base)->output(0);
+      Value* exponent =
+          binary("Div", binary("Add", clipped, scalar("z", z)), scalar("sixteen", 16));
+      return binary("Pow", scalar("two", 2), exponent);
+    };
+    Value* positive = magnitude(0);
+    Value* negative = unary("Neg", magnitude(1));
+    Value* is_positive =
+        unary("Not", binary("Less", x, scalar("pos_zero", std::exp2((z - 16.0) / 16.0))));
+    Value* is_negative = binary("Less", x, scalar("neg_zero", -std::exp2((z - 15.0) / 16.0)));
+    Value* signed_part = op("Where", {is_negative, negative, scalar("zero", 0)}, base)->output(0);
+    replace(fq, y, op("Where", {is_positive, positive, signed_part}, base)->output(0));
   }
 
   void lowerDerivedBias(Node* fq, Value* x, Value* y, quant::DerivedBiasFakeQuantizer& q) {

@@ -5,7 +5,8 @@
 // Weights are stored already fake-quantized (so learned rounding such as AdaRound survives), as
 // QuantizeLinear -> DequantizeLinear up to 8 bits whatever their rounding (they are on the grid),
 // so that runtimes see integers rather than a float expression to fold BatchNormalization into;
-// int32 biases are stored as int32 with a DequantizeLinear.
+// int32 biases are stored as int32 with a DequantizeLinear. NNIE's logarithmic grid becomes float
+// arithmetic (Abs, Log, Round, Clip, Pow, Where), its constant weights stored on the grid.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -19,8 +20,8 @@
 namespace qforge::deploy {
 
 // A new graph; the prepared model is not changed (its quantizers must hold parameters).
-// Throws qforge::Error naming the quantizer for one that is not affine (NNIE's log grid).
-// quantizerTable() lists such quantizers with their state instead of a scale and zero point.
+// Throws qforge::Error naming the quantizer for a grid that is neither affine nor NNIE's log grid.
+// quantizerTable() lists non-affine quantizers with their state instead of a scale and zero point.
 // `quantized_values`, when given, receives each quantizer's integer tensor in the new graph (the
 // QuantizeLinear output, or for a quantizer written as arithmetic its Clip onto [qmin, qmax],
 // integers held in float) by quantizer name, for comparing runtimes tensor by tensor.

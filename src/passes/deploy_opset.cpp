@@ -60,15 +60,12 @@ int64_t requiredDeployOpset(const backends::BackendConfig& backend, const QuantC
   const int first_last = backend.constraints.first_last_bits;
   const std::vector<QuantSpec> weights =
       specsOf(backend.weight, config.weight, config, true, first_last);
-  const std::vector<QuantSpec> activations =
-      specsOf(backend.activation, config.activation, config, false, first_last);
+  // A grid without scale and zero point (NNIE's logarithmic one) is written as arithmetic
+  // (Round, Clip with input bounds, Where): the floor covers it, as it covers per-tensor
+  // activations.
   int64_t opset = kQdqOpsetFloor;
   for (const QuantSpec& w : weights) {
-    if (!isAffine(w)) return 0;
-    opset = std::max(opset, weightOpset(w));
-  }
-  for (const QuantSpec& a : activations) {
-    if (!isAffine(a)) return 0;  // activations are per-tensor: the floor covers their lowering
+    if (isAffine(w)) opset = std::max(opset, weightOpset(w));
   }
   const backends::BiasRule& bias = backend.constraints.bias;
   if (bias.mode == backends::BiasRule::Mode::Own) {

@@ -9,8 +9,8 @@
 //       input bounds
 //   13  per-channel weights: QuantizeLinear's axis
 // 16-bit grids are written as arithmetic, so opset 21's int16 QuantizeLinear is never needed.
-// A backend with a grid QuantizeLinear cannot express (NNIE's logarithmic one) writes no QDQ
-// model and needs no particular opset: 0.
+// NNIE's logarithmic grid, which QuantizeLinear cannot express, is written as float arithmetic
+// (Log, Round, Clip with input bounds, Pow, Where): the floor covers it too.
 #pragma once
 
 #include <cstdint>

@@ -123,13 +123,14 @@ TEST(Deploy, AConstraintViolationNamesTheTensorAndWritesNothing) {
   EXPECT_TRUE(std::filesystem::is_empty(dir)) << "files were written before the check";
 }
 
-TEST(Deploy, ANonAffineGridSkipsTheOnnxFormsWithANote) {
+TEST(Deploy, TheLogGridGetsAQdqModelButNoQOperatorOne) {
   auto m = calibrated({{"activation", {{"fake_quantizer", "NNIE"}, {"observer", "MinMax"}}}});
   const std::string dir = makeTempDir("deploy_nnie");
   const deploy::DeployResult r = deploy::deployPreparedModel(*m, dir, builtinWriters());
-  EXPECT_FALSE(std::filesystem::exists(dir + "/model.qdq.onnx"));
+  EXPECT_TRUE(std::filesystem::exists(dir + "/model.qdq.onnx"));
+  EXPECT_FALSE(std::filesystem::exists(dir + "/model.qoperator.onnx"));
   ASSERT_FALSE(r.notes.empty());
-  EXPECT_NE(r.notes.front().find("no affine grid"), std::string::npos) << r.notes.front();
+  EXPECT_NE(r.notes.front().find("no model.qoperator.onnx"), std::string::npos) << r.notes.front();
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 #include "passes/fake_quantize_node.h"
 #include "support/checks.h"
 #include "support/onnx_builder.h"
+#include "support/onnx_validity.h"
 #include "support/quant_graphs.h"
 
 namespace qforge::testing {
@@ -189,18 +190,43 @@ TEST(QdqOnnx, DerivedBiasIsStoredAsInt32WithItsScale) {
   expectSameOutputs(*m, qdq, x);
 }
 
-TEST(QdqOnnx, RefusesQuantizersWithoutAnAffineGrid) {
-  at::Tensor x;
-  auto m = calibrated(
-      tinyBackend(
-          {{"activation", {{"symmetric", true}, {"unsigned", false}, {"fake_quantizer", "NNIE"}}}}),
-      x);
-  try {
-    deploy::toQdqGraph(*m);
-    FAIL() << "expected an error";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("NNIE"), std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find("'x'"), std::string::npos) << e.what();
+// NNIE's log grid has no QuantizeLinear form: activations become float arithmetic, weights are
+// stored on the grid, and ONNX Runtime running the file computes what the simulation does.
+TEST(QdqOnnx, TheLogGridIsWrittenAsArithmeticThatComputesTheSame) {
+  const nlohmann::json log_grid = {
+      {"symmetric", true}, {"unsigned", false}, {"per_channel", false}, {"fake_quantizer", "NNIE"}};
+  auto m = passes::prepare(convReluConv(),
+                           tinyBackend({{"activation", log_grid}, {"weight", log_grid}}));
+  // Values over several octaves and both signs, so codes on both sides of zero are used.
+  const at::Tensor x = at::randn({2, 2, 5, 5}) * at::exp2(at::randint(-6, 3, {2, 2, 5, 5}));
+  calibrateOn(*m, x);
+  Graph qdq = deploy::toQdqGraph(*m);
+  auto counts = opCounts(qdq);
+  EXPECT_EQ(counts["QuantizeLinear"], 0);
+  EXPECT_EQ(counts["FakeQuantize"], 0);
+  EXPECT_GE(counts["Log"], 1);
+  EXPECT_GE(counts["Pow"], 2);
+  // The weights are stored as their grid values: each is +-2^(k/16) times a common factor.
+  const at::Tensor w = qdq.findNode("conv1")->input(1)->initializer();
+  const at::Tensor nonzero = w.masked_select(w != 0).abs().to(at::kDouble);
+  const at::Tensor codes = nonzero.log2() * 16;
+  EXPECT_TRUE(at::allclose(codes, codes.round(), 0, 1e-4)) << codes;
+
+  const at::Tensor expected = m->executor().run({{"x", x}}).at("y");
+  const at::Tensor ours = Executor(qdq).run({{"x", x}}).at("y");
+  // float32 Log and Pow against the simulation's double: a value within an ulp of a code
+  // boundary may take the neighbouring code; the outputs agree to float precision otherwise.
+  EXPECT_LT(
+      (ours - expected).abs().gt(1e-4 * expected.abs().max()).to(at::kFloat).mean().item<double>(),
+      0.01);
+  const std::string path = makeTempDir("qdq_log") + "/model.onnx";
+  exportOnnxFile(qdq, path);
+  EXPECT_EQ(onnxCheckerError(path), "");
+  if (ortAvailable("the log-grid QDQ test")) {
+    const at::Tensor ort = runInOrt(path, {{"x", x}}).at("y");
+    const double noise = (ort - expected).pow(2).sum().item<double>();
+    const double signal = expected.pow(2).sum().item<double>();
+    EXPECT_GT(10 * std::log10(signal / std::max(noise, 1e-30)), 60.0);
   }
 }
 
