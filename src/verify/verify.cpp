@@ -18,6 +18,18 @@
 
 namespace qforge::verify {
 
+const Comparison* exactQdqEmulation(const std::vector<Comparison>& comparisons,
+                                    const VerifyOptions& options) {
+  for (const Comparison& c : comparisons) {
+    if (c.model != "qdq" || c.reference != "emulation" || c.outputs.empty()) continue;
+    const bool exact = std::all_of(c.outputs.begin(), c.outputs.end(), [&](const auto& o) {
+      return o.exact_fraction >= options.min_exact && o.max_steps <= options.max_emulation_steps;
+    });
+    return exact ? &c : nullptr;
+  }
+  return nullptr;
+}
+
 namespace {
 
 const char kSimulation[] = "qforge simulation";
@@ -281,8 +293,15 @@ void Verifier::judge(VerifyReport& report) const {
   const double simulated =
       accuracy.count(kSimulationRt) ? accuracy[kSimulationRt] : accuracy[kSimulation];
   char buf[512];
-  for (const Comparison& c : report.comparisons) {
+  // When ONNX Runtime's QDQ model is exactly qforge's integer emulation, what the runtime computes
+  // is known to the level; the float simulation then differs from that integer arithmetic by the
+  // kernels' requantization rounding, which grows with depth. That comparison keeps its SQNR,
+  // cosine and top-1 criteria, and its difference in steps is reported rather than judged.
+  const Comparison* exact_emulation = exactQdqEmulation(report.comparisons, options_);
+  for (Comparison& c : report.comparisons) {
+    if (&c == exact_emulation) c.judged = true;
     if (!c.judged) continue;
+    const bool requantized = exact_emulation != nullptr && c.model == "qdq";
     const std::string what = c.model + " model vs " + c.reference;
     for (const OutputComparison& o : c.outputs) {
       const std::string where = what + (outputs_.size() > 1 ? " (output '" + o.output + "')" : "");
@@ -313,9 +332,18 @@ void Verifier::judge(VerifyReport& report) const {
       std::snprintf(buf, sizeof(buf), "%s: cosine similarity %.6f < %.6f", where.c_str(), o.cosine,
                     options_.min_cosine);
       apply(report, criterion("cosine", o.cosine, options_.min_cosine, true), buf);
-      std::snprintf(buf, sizeof(buf), "%s: 99th-percentile difference %.3g steps > %.3g",
-                    where.c_str(), o.p99_steps, options_.max_p99_steps);
-      apply(report, criterion("p99_steps", o.p99_steps, options_.max_p99_steps, false), buf);
+      if (requantized && o.p99_steps > options_.max_p99_steps) {
+        std::snprintf(buf, sizeof(buf),
+                      "%s: 99th-percentile difference %.3g steps, from the integer kernels' "
+                      "requantization: ONNX Runtime equals qforge's integer emulation, which "
+                      "`qforge run model.qoperator.onnx --arithmetic ort` runs",
+                      where.c_str(), o.p99_steps);
+        report.notes.push_back(buf);
+      } else {
+        std::snprintf(buf, sizeof(buf), "%s: 99th-percentile difference %.3g steps > %.3g",
+                      where.c_str(), o.p99_steps, options_.max_p99_steps);
+        apply(report, criterion("p99_steps", o.p99_steps, options_.max_p99_steps, false), buf);
+      }
       if (o.iou) {
         std::snprintf(buf, sizeof(buf), "%s: IoU of the maps above %g is %.4f < %.4f",
                       where.c_str(), *options_.iou_threshold, *o.iou, options_.min_iou);

@@ -94,6 +94,14 @@ struct VerifyReport {
   std::vector<std::string> failures;  // which criterion failed, with the figure
 };
 
+// The comparison of ONNX Runtime's QDQ model with qforge's integer emulation when every output
+// meets the emulation criteria (exact share, largest difference), else nullptr. Verify then
+// judges that comparison, and reports rather than judges the simulation's difference in steps:
+// the runtime computes exactly what the emulation does, and the float simulation differs from
+// that integer arithmetic by the kernels' requantization rounding.
+const Comparison* exactQdqEmulation(const std::vector<Comparison>& comparisons,
+                                    const VerifyOptions& options);
+
 // `dir` holds deploy.json and the models it lists (deploy.h). `loader` yields the evaluation
 // set (every model input; labels, when it has them, give accuracies); it is read once, one
 // batch at a time.
