@@ -32,6 +32,14 @@ ARCHITECTURES = {
                   64, (13, 17)),
 }
 
+# Detectors take one image [3, H, W] (torchvision's list-of-images API) and return boxes, scores
+# and labels after batched NMS: If, NonZero, TopK and GatherND at opset 11.
+DETECTORS = {
+    "ssdlite320_mobilenet_v3_large": (
+        lambda: tvm.detection.ssdlite320_mobilenet_v3_large(weights=None, weights_backbone=None),
+        320, (11,)),
+}
+
 
 def measure_batchnorm_statistics(model, size):
     for m in model.modules():
@@ -68,11 +76,25 @@ def export(name, out_dir):
         print(f"{name}_op{opset} {path}")
 
 
+def export_detector(name, out_dir):
+    build, size, opsets = DETECTORS[name]
+    for opset in opsets:
+        path = os.path.join(out_dir, f"{name}_op{opset}.onnx")
+        if not os.path.exists(path):
+            torch.manual_seed(0)
+            model = build().eval()
+            tmp = path + ".tmp"
+            torch.onnx.export(model, ([torch.rand(3, size, size)],), tmp, opset_version=opset,
+                              input_names=["image"], output_names=["boxes", "scores", "labels"])
+            os.replace(tmp, path)
+        print(f"{name}_op{opset} {path}")
+
+
 def main():
     out_dir = sys.argv[1]
     os.makedirs(out_dir, exist_ok=True)
-    for name in sys.argv[2:] or ARCHITECTURES:
-        export(name, out_dir)
+    for name in sys.argv[2:] or list(ARCHITECTURES) + list(DETECTORS):
+        (export_detector if name in DETECTORS else export)(name, out_dir)
 
 
 if __name__ == "__main__":

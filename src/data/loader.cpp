@@ -76,11 +76,33 @@ BatchLoader::BatchLoader(std::shared_ptr<Dataset> dataset, LoaderOptions options
     std::iota(order_.begin(), order_.end(), 0);
   }
   if (options_.limit > 0 && options_.limit < n) order_.resize(options_.limit);
+  refuseUnbatchedInputs();
   const int64_t whole = size() / options_.batch_multiple * options_.batch_multiple;
   require(whole > 0, dataset_->describe() + ": " + std::to_string(size()) +
                          " sample(s), fewer than the model's fixed batch of " +
                          std::to_string(options_.batch_multiple));
   order_.resize(whole);
+}
+
+// An input whose dims are all fixed and that has no batch axis ([3, 320, 320]: torchvision's
+// detectors take one image) reads as a fixed batch of its first dim. Samples of the input's whole
+// shape tell the two apart, and qforge cannot feed such an input: say so before anything runs.
+void BatchLoader::refuseUnbatchedInputs() const {
+  if (options_.batch_multiple <= 1 || options_.inputs.empty()) return;
+  const Sample s = dataset_->get(order_.front());
+  for (const InputSpec& in : options_.inputs) {
+    if (!in.batched) continue;
+    const auto it = s.inputs.find(in.name);
+    const at::Tensor& t = it != s.inputs.end() ? it->second : s.input;
+    std::vector<int64_t> whole = in.shape;
+    whole.insert(whole.begin(), options_.batch_multiple);
+    if (!t.defined() || t.sizes().vec() != whole) continue;
+    throw Error(s.origin + ": the sample has the whole shape " + shapeString(whole) +
+                " of the model input '" + in.name +
+                "', so that input has no batch axis (its first dim is not a batch); qforge feeds "
+                "samples along a batch axis: export the model with one (torch.onnx: a batched "
+                "input with dynamic_axes {0: 'batch'})");
+  }
 }
 
 void BatchLoader::check(const Sample& s, const std::vector<int64_t>& first_shape) const {

@@ -65,6 +65,7 @@ class BatchLoader {
 
  private:
   void check(const Sample& sample, const std::vector<int64_t>& first_shape) const;
+  void refuseUnbatchedInputs() const;
   // The sample's arrays by model input, converted and checked (LoaderOptions::inputs).
   std::map<std::string, at::Tensor> arraysOf(const Sample& sample) const;
   void stackFeeds(std::vector<std::map<std::string, at::Tensor>>& samples,

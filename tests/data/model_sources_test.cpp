@@ -231,5 +231,24 @@ TEST(ModelSourcesTest, AFixedBatchCutsBatchesAndThePassToItsMultiple) {
                   {"7 sample(s)", "fixed batch of 8"});
 }
 
+TEST(ModelSourcesTest, AnInputWithoutBatchAxisIsToldFromAFixedBatch) {
+  // The model input is [3, 4] with both dims fixed: a batch of 3 rows of 4, or one sample of
+  // [3, 4]. Samples of shape [3, 4] say it is the latter, which qforge cannot feed.
+  const std::string dir = testing::makeTempDir("msrc");
+  for (int i = 0; i < 2; ++i)
+    writeBytes(dir + "/s" + std::to_string(i) + ".npy", floatNpy("(3, 4)", std::vector<float>(12)));
+  InputSpec image{"image", {4}, at::kFloat, true};
+  LoaderOptions o = loaderFor({image}, 1);
+  o.batch_multiple = 3;
+  expectErrorWith([&] { BatchLoader(openDataset("folder:" + dir), o); },
+                  {"s0.npy", "whole shape [3,4]", "'image'", "no batch axis", "dynamic_axes"});
+  // Samples of one row are a fixed batch's rows, as before.
+  const std::string rows = testing::makeTempDir("msrc");
+  for (int i = 0; i < 3; ++i)
+    writeBytes(rows + "/r" + std::to_string(i) + ".npy", floatNpy("(4,)", std::vector<float>(4)));
+  BatchLoader loader(openDataset("folder:" + rows), o);
+  EXPECT_EQ(loader.size(), 3);
+}
+
 }  // namespace
 }  // namespace qforge::data
