@@ -108,13 +108,37 @@ std::string runCase(const fs::path& dir) {
   return "";
 }
 
-bool allOpsInTable(const fs::path& model_path) {
+// The ops of a model (bodies included) that are not in qforge's table, as unsupportedOps lists
+// them ("SequenceInsert (opset 12): node"); a model that does not import is "(does not import)".
+std::vector<std::string> opsOutsideTable(const fs::path& model_path) {
   try {
     Graph graph = importOnnxFile(model_path.string(), ImportOptions{false, false});
-    return Executor::unsupportedOps(graph).empty();
+    return Executor::unsupportedOps(graph);
   } catch (const std::exception&) {
-    return false;  // e.g. string tensors, which qforge does not hold
+    return {"(does not import)"};  // e.g. string tensors, which qforge does not hold
   }
+}
+
+// The op families the issue leaves out of the coverage target: training, sequence, optional and
+// string ops. A case is out of scope when an op outside the table, or the reason of its known
+// exception, belongs to one.
+bool outOfScopeOp(const std::string& line) {
+  // TfIdfVectorizer counts as in scope: its tests feed integer tokens, not strings.
+  static const char* const kPrefixes[] = {
+      "Sequence",     "SplitToSequence",  "ConcatFromSequence",
+      "Optional",     "StringNormalizer", "RegexFullMatch",
+      "StringConcat", "StringSplit",      "ai.onnx.preview.training::"};
+  for (const char* p : kPrefixes) {
+    if (line.rfind(p, 0) == 0) return true;
+  }
+  return false;
+}
+
+bool outOfScopeException(const std::string& reason) {
+  return reason.find("string tensors") != std::string::npos ||
+         reason.find("optional-typed") != std::string::npos ||
+         reason.find("sequence-typed") != std::string::npos ||
+         reason.find("training-mode") != std::string::npos;
 }
 
 }  // namespace
@@ -136,11 +160,19 @@ int main(int argc, char** argv) {
   }
   std::sort(dirs.begin(), dirs.end());
 
-  int passed = 0, failed = 0, expected_failures = 0, out_of_table = 0;
+  int passed = 0, failed = 0, expected_failures = 0, out_of_table = 0, out_of_scope = 0;
+  std::vector<std::string> in_scope_missing;
   for (const auto& dir : dirs) {
     const std::string name = dir.filename().string();
-    if (!allOpsInTable(dir / "model.onnx")) {
+    const std::vector<std::string> outside = opsOutsideTable(dir / "model.onnx");
+    if (!outside.empty()) {
       ++out_of_table;
+      const bool scope = std::any_of(outside.begin(), outside.end(), outOfScopeOp);
+      if (scope) {
+        ++out_of_scope;
+      } else {
+        in_scope_missing.push_back(name + ": " + outside.front());
+      }
       continue;
     }
     std::string reason;
@@ -157,6 +189,7 @@ int main(int argc, char** argv) {
         std::cout << "UNEXPECTED PASS " << name << " (remove it from kKnownExceptions)\n";
       } else {
         ++expected_failures;
+        if (outOfScopeException(known->second)) ++out_of_scope;
         std::cout << "known exception " << name << ": " << known->second << "\n";
       }
       continue;
@@ -168,8 +201,17 @@ int main(int argc, char** argv) {
       std::cout << "FAIL " << name << ": " << reason << "\n";
     }
   }
+  for (const std::string& line : in_scope_missing)
+    std::cout << "outside the table " << line << "\n";
   std::cout << "onnx node tests: " << dirs.size() << " cases, " << out_of_table
             << " use ops outside qforge's table, " << expected_failures << " known exceptions\n";
+  // The coverage figure: cases of training, sequence, optional and string ops left out.
+  const int eligible = static_cast<int>(dirs.size()) - out_of_scope;
+  if (eligible > 0) {
+    std::cout << "coverage: " << passed << " of " << eligible
+              << " cases outside training/sequence/optional/string ops pass ("
+              << (100.0 * passed / eligible) << "%)\n";
+  }
   std::cout << passed << " passed, " << failed << " failed\n";
   return failed == 0 ? 0 : 1;
 }
