@@ -45,6 +45,12 @@ NPM_MODELS = {
                         ("spec", "input=random:normal,std=0.1,shape=512;state=const:0;"
                                  "sr=const:16000")),
     "isnet_fp16": ("isnet_fp16.onnx", ("images", "3,1024,1024", "nchw", "imagenet")),
+    # PaddleOCR (Paddle2ONNX, weights as Constant nodes, HardSigmoid squeeze-excitation): photo
+    # crops, normalised as PaddleOCR does (ImageNet mean/std for detection, [-1, 1] for the
+    # 48-pixel-high text line models).
+    "ppocr_v4_det": ("ppocr_v4_det.onnx", ("images", "3,320,320", "nchw", "imagenet")),
+    "ppocr_v4_rec": ("ppocr_v4_rec.onnx", ("images", "3,48,320", "nchw", "pm1")),
+    "ppocr_mobile_cls": ("ppocr_mobile_cls.onnx", ("images", "3,48,192", "nchw", "pm1")),
 }
 TORCHVISION = ["mobilenet_v3_small", "efficientnet_b0", "shufflenet_v2_x0_5", "squeezenet1_1",
                "densenet121", "convnext_tiny", "vit_small"]

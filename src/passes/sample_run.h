@@ -17,10 +17,11 @@ struct SampleRun {
   std::string failure;  // why there are none: the executor's message; "" on success
 };
 
-// Runs `graph` once on a batch of one sample row and returns the `wanted` values. A graph the
-// executor cannot run (an unsupported op, an input without a declared shape, a shape the sample
-// row does not fit) gives no values and the reason, never an exception: callers fall back to
-// what the declared types say.
+// Runs `graph` once on a batch of one sample row and returns the `wanted` values. Open dims other
+// than the batch are 1, or 64 and then 224 when the graph does not run on 1 (a CNN that
+// downsamples an image of open size). A graph the executor cannot run (an unsupported op, an
+// input without a declared shape, a shape no sample fits) gives no values and the first reason,
+// never an exception: callers fall back to what the declared types say.
 SampleRun runOnSample(const Graph& graph, const std::vector<std::string>& wanted);
 
 }  // namespace qforge::passes
