@@ -1,5 +1,6 @@
 #include "verify/output_metrics.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -64,7 +65,12 @@ void OutputAccumulator::add(const at::Tensor& got, const at::Tensor& reference) 
   const at::Tensor g = got.to(at::kDouble), r = reference.to(at::kDouble);
   if (samples_ == 0) classifier_ = isClassifierOutput(got.sizes());
   samples_ += got.dim() > 0 ? got.size(0) : 1;
-  if (classifier_) top1_agree_ += g.argmax(1).eq(r.argmax(1)).sum().item<int64_t>();
+  if (classifier_) {
+    const at::Tensor picked = r.gather(1, g.argmax(1, /*keepdim=*/true)).squeeze(1);
+    const at::Tensor gaps = (std::get<0>(r.max(1)) - picked).contiguous();
+    top1_gaps_.insert(top1_gaps_.end(), gaps.data_ptr<double>(),
+                      gaps.data_ptr<double>() + gaps.numel());
+  }
   const at::Tensor diff = g - r;
   signal_ += r.square().sum().item<double>();
   noise_ += diff.square().sum().item<double>();
@@ -85,7 +91,8 @@ OutputComparison OutputAccumulator::finish(double step, const std::string& step_
   c.output = output_;
   c.classifier = classifier_;
   c.samples = samples_;
-  c.top1_agree = top1_agree_;
+  c.top1_agree =
+      std::count_if(top1_gaps_.begin(), top1_gaps_.end(), [&](double gap) { return gap <= step; });
   const double inf = std::numeric_limits<double>::infinity();
   c.sqnr_db = noise_ == 0 ? inf : signal_ == 0 ? -inf : 10 * std::log10(signal_ / noise_);
   const double norms = std::sqrt(signal_ * got_norm_);

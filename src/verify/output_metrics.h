@@ -43,10 +43,12 @@ struct OutputComparison {
   std::string output;
   bool classifier = false;
   int64_t samples = 0;
-  int64_t top1_agree = 0;  // classifier outputs only
-  double sqnr_db = 0;      // 10 log10(sum ref^2 / sum (got - ref)^2); +inf when identical
-  double cosine = 0;       // <got, ref> / (|got| |ref|), all elements of the run
-  double step = 0;         // the quantization step the *_steps figures are in
+  // Classifier outputs only: samples whose picked class the reference scores within one step of
+  // its own best (the same class, or a tie that one step of rounding can turn).
+  int64_t top1_agree = 0;
+  double sqnr_db = 0;  // 10 log10(sum ref^2 / sum (got - ref)^2); +inf when identical
+  double cosine = 0;   // <got, ref> / (|got| |ref|), all elements of the run
+  double step = 0;     // the quantization step the *_steps figures are in
   std::string step_source;
   double max_steps = 0;  // largest |got - ref| / step
   double p99_steps = 0;
@@ -72,7 +74,10 @@ class OutputAccumulator {
   std::string output_;
   std::optional<double> iou_threshold_;
   bool classifier_ = false;
-  int64_t samples_ = 0, top1_agree_ = 0;
+  int64_t samples_ = 0;
+  // Per sample of a classifier output: how much lower the reference scores the class the run
+  // picked than its own best (0 when they pick the same class).
+  std::vector<double> top1_gaps_;
   double signal_ = 0, noise_ = 0, dot_ = 0, got_norm_ = 0;
   double intersection_ = 0, union_ = 0;
   double max_abs_reference_ = 0;

@@ -70,9 +70,17 @@ TEST(OutputMetricsTest, TopOneOnlyForClassScoresAndIouOfThresholdedMaps) {
   OutputAccumulator logits("logits");
   logits.add(at::tensor({3.0f, 1.0f, 0.0f, 2.0f, 0.0f, 5.0f}).reshape({3, 2}),
              at::tensor({2.0f, 1.0f, 1.0f, 0.0f, 1.0f, 4.0f}).reshape({3, 2}));
-  const OutputComparison c = logits.finish(1.0, "");
+  const OutputComparison c = logits.finish(0.5, "");
   EXPECT_TRUE(c.classifier);
-  EXPECT_EQ(c.top1_agree, 2);  // rows 0 and 2 agree, row 1 does not
+  EXPECT_EQ(c.top1_agree, 2);  // rows 0 and 2 agree; in row 1 the picked class is 1.0 lower
+  // Within one step the reference cannot tell its classes apart: row 1's pick is 1.0 below the
+  // best, which a step of 1.0 covers.
+  EXPECT_EQ(logits.finish(1.0, "").top1_agree, 3);
+  // Exact ties: any pick among equal best scores agrees.
+  OutputAccumulator tied("logits");
+  tied.add(at::tensor({0.0f, 0.0f, 0.0f}).reshape({1, 3}),
+           at::tensor({0.0f, 0.0f, 0.0f}).reshape({1, 3}));
+  EXPECT_EQ(tied.finish(1e-9, "").top1_agree, 1);
   EXPECT_FALSE(c.iou.has_value());
   EXPECT_TRUE(isClassifierOutput({7, 10}));
   EXPECT_FALSE(isClassifierOutput({7, 1}));
