@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "exec/ops/control_flow.h"
+#include "exec/ops/text.h"
 
 namespace qforge {
 
@@ -140,6 +141,7 @@ const OpRegistry& OpRegistry::builtin() {
     registerLossOps(r);
     registerRecurrentOps(r);
     registerControlFlowOps(r);
+    registerTextOps(r);
     return r;
   }();
   return registry;
