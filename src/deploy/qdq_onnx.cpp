@@ -182,15 +182,16 @@ class Lowerer {
     auto binary = [&](const std::string& type, Value* a, Value* b) {
       return op(type, {a, b}, base)->output(0);
     };
+    // Constants both signs' branches share.
+    Value* z_value = scalar("z", z);
+    Value* sixteen = scalar("sixteen", 16);
+    Value* two = scalar("two", 2);
+    Value* code_max = scalar("code_max", 127);
     Value* log2 = binary("Div", unary("Log", unary("Abs", x)), scalar("ln2", std::log(2.0)));
-    Value* code =
-        unary("Round", binary("Sub", binary("Mul", log2, scalar("sixteen", 16)), scalar("z", z)));
+    Value* code = unary("Round", binary("Sub", binary("Mul", log2, sixteen), z_value));
     auto magnitude = [&](double lowest) {
-      Value* clipped =
-          op("Clip", {code, scalar("code_min", lowest), scalar("code_max", 127)}, base)->output(0);
-      Value* exponent =
-          binary("Div", binary("Add", clipped, scalar("z", z)), scalar("sixteen", 16));
-      return binary("Pow", scalar("two", 2), exponent);
+      Value* clipped = op("Clip", {code, scalar("code_min", lowest), code_max}, base)->output(0);
+      return binary("Pow", two, binary("Div", binary("Add", clipped, z_value), sixteen));
     };
     Value* positive = magnitude(0);
     Value* negative = unary("Neg", magnitude(1));

@@ -21,14 +21,20 @@ at::Tensor widened(const at::Tensor& x) {
   return x.scalar_type() == at::kDouble ? x : x.to(at::kFloat);
 }
 
-// An optional one-element input, or `fallback` when it is omitted or empty.
-double scalarInput(const OpContext& ctx, size_t i, const char* name, double fallback) {
-  if (!ctx.hasInput(i) || ctx.input(i).numel() == 0) return fallback;
+// An optional one-element input; undefined when it is omitted or empty.
+at::Tensor oneValueInput(const OpContext& ctx, size_t i, const char* name) {
+  if (!ctx.hasInput(i) || ctx.input(i).numel() == 0) return at::Tensor();
   if (ctx.input(i).numel() != 1) {
     ctx.fail(std::string(name) + " must hold one value, got shape " +
              shapeString(ctx.input(i).sizes()));
   }
-  return ctx.input(i).to(at::kDouble).item<double>();
+  return ctx.input(i);
+}
+
+// An optional one-element input as a double, or `fallback` when it is omitted or empty.
+double scalarInput(const OpContext& ctx, size_t i, const char* name, double fallback) {
+  const at::Tensor t = oneValueInput(ctx, i, name);
+  return t.defined() ? t.to(at::kDouble).item<double>() : fallback;
 }
 
 // Boxes [..., 4] as corners [ymin, xmin, ymax, xmax]: from [y1, x1, y2, x2] with either
@@ -95,18 +101,12 @@ std::vector<at::Tensor> nonMaxSuppression(const OpContext& ctx) {
   if (center_point != 0 && center_point != 1) ctx.fail("center_point_box must be 0 or 1");
   // Read as an integer: exporters write "no limit" as INT64_MAX, which a double cannot carry
   // back (it would wrap to a negative limit and keep nothing).
-  int64_t limit = 0;
-  if (ctx.hasInput(2) && ctx.input(2).numel() > 0) {
-    if (ctx.input(2).numel() != 1) {
-      ctx.fail("max_output_boxes_per_class must hold one value, got shape " +
-               shapeString(ctx.input(2).sizes()));
-    }
-    limit = ctx.input(2).to(at::kLong).item<int64_t>();
-  }
+  const at::Tensor limit_input = oneValueInput(ctx, 2, "max_output_boxes_per_class");
+  const int64_t limit = limit_input.defined() ? limit_input.to(at::kLong).item<int64_t>() : 0;
   const double iou_threshold = scalarInput(ctx, 3, "iou_threshold", 0);
   c10::optional<double> score_threshold;
-  if (ctx.hasInput(4) && ctx.input(4).numel() > 0) {
-    score_threshold = scalarInput(ctx, 4, "score_threshold", 0);
+  if (const at::Tensor t = oneValueInput(ctx, 4, "score_threshold"); t.defined()) {
+    score_threshold = t.to(at::kDouble).item<double>();
   }
   const at::Tensor corners = boxCorners(boxes, center_point == 1);
   std::vector<int64_t> triples;
