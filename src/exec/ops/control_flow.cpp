@@ -216,21 +216,33 @@ std::vector<at::Tensor> scanSequences(const OpContext& ctx, Body& body,
   return states;
 }
 
-std::vector<at::Tensor> runScan(const OpContext& ctx) {
+// How many states and sequences a Scan node passes its body after its `leading` inputs (Scan-8's
+// sequence_lens), and how many scan outputs the body returns after the states.
+struct ScanLayout {
+  size_t states = 0, sequences = 0, scanned = 0;
+};
+
+ScanLayout scanLayout(const OpContext& ctx, const Body& body, size_t leading) {
   const size_t inputs = onnxInputCount(ctx.node());
-  const auto sequence_count = static_cast<size_t>(ctx.attrInt("num_scan_inputs"));
-  if (sequence_count == 0 || sequence_count > inputs) {
-    ctx.fail("num_scan_inputs is " + std::to_string(sequence_count) + " but the node has " +
+  const auto sequences = static_cast<size_t>(ctx.attrInt("num_scan_inputs"));
+  if (sequences == 0 || sequences + leading > inputs) {
+    ctx.fail("num_scan_inputs is " + std::to_string(sequences) + " but the node has " +
              std::to_string(inputs) + " inputs");
   }
-  const size_t state_count = inputs - sequence_count;
+  ScanLayout layout{inputs - leading - sequences, sequences, 0};
+  if (body.outputCount() < layout.states) ctx.fail("its body returns fewer values than its states");
+  layout.scanned = body.outputCount() - layout.states;
+  return layout;
+}
+
+std::vector<at::Tensor> runScan(const OpContext& ctx) {
   Body body(ctx, "body");
-  if (body.outputCount() < state_count) ctx.fail("its body returns fewer values than its states");
-  const size_t scanned = body.outputCount() - state_count;
-  ScanSpec spec{perSlot(ctx, "scan_input_axes", sequence_count),
-                perSlot(ctx, "scan_input_directions", sequence_count),
-                perSlot(ctx, "scan_output_axes", scanned),
-                perSlot(ctx, "scan_output_directions", scanned)};
+  const ScanLayout layout = scanLayout(ctx, body, 0);
+  const size_t inputs = layout.states + layout.sequences, state_count = layout.states;
+  ScanSpec spec{perSlot(ctx, "scan_input_axes", layout.sequences),
+                perSlot(ctx, "scan_input_directions", layout.sequences),
+                perSlot(ctx, "scan_output_axes", layout.scanned),
+                perSlot(ctx, "scan_output_directions", layout.scanned)};
   std::vector<at::Tensor> states, sequences;
   for (size_t i = 0; i < inputs; ++i)
     (i < state_count ? states : sequences).push_back(ctx.input(i));
@@ -240,16 +252,10 @@ std::vector<at::Tensor> runScan(const OpContext& ctx) {
 // Scan-8: every input has a batch axis 0, and the sequences run along axis 1; each batch entry
 // is scanned on its own and the results joined again along axis 0.
 std::vector<at::Tensor> runScan8(const OpContext& ctx) {
-  const size_t inputs = onnxInputCount(ctx.node());
-  const auto sequence_count = static_cast<size_t>(ctx.attrInt("num_scan_inputs"));
-  if (sequence_count == 0 || sequence_count + 1 > inputs) {
-    ctx.fail("num_scan_inputs is " + std::to_string(sequence_count) + " but the node has " +
-             std::to_string(inputs) + " inputs");
-  }
-  const size_t state_count = inputs - 1 - sequence_count;
   Body body(ctx, "body");
-  if (body.outputCount() < state_count) ctx.fail("its body returns fewer values than its states");
-  const size_t scanned = body.outputCount() - state_count;
+  const ScanLayout layout = scanLayout(ctx, body, 1);
+  const size_t state_count = layout.states, sequence_count = layout.sequences;
+  const size_t scanned = layout.scanned;
   const std::vector<int64_t> directions = perSlot(ctx, "directions", sequence_count);
   ScanSpec spec{std::vector<int64_t>(sequence_count, 0), directions,
                 std::vector<int64_t>(scanned, 0), std::vector<int64_t>(scanned, 0)};
