@@ -208,6 +208,10 @@ bool writesClassScores(const Graph& g) {
 // default (cross entropy with the config's label smoothing).
 algos::QatLoss chooseLoss(QatRun& run) {
   const QatPipelineOptions& o = run.o;
+  if (o.custom_loss) {
+    run.result.report.loss = o.custom_loss_name;
+    return o.custom_loss;
+  }
   std::string loss = o.loss;
   if (loss == "auto") {
     loss = run.train_data->hasLabels() && writesClassScores(*run.float_graph) ? "cross-entropy"

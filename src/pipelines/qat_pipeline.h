@@ -20,6 +20,7 @@
 #include <string>
 
 #include "algos/distributed.h"
+#include "algos/qat.h"
 #include "algos/qat_config.h"
 #include "ir/graph.h"
 #include "passes/prepare.h"
@@ -49,7 +50,11 @@ struct QatPipelineOptions {
   // distill the float model's output: no labels needed).
   std::string loss = "auto";
   double distill_temperature = 1.0;  // KL's softening temperature
-  int64_t limit = 0;                 // training samples per epoch (0: all)
+  // A caller's own loss (a Python callable, say), named `custom_loss_name` in the report; it
+  // wins over `loss`.
+  algos::QatLoss custom_loss;
+  std::string custom_loss_name = "caller's loss";
+  int64_t limit = 0;  // training samples per epoch (0: all)
   // Epochs, batch size per rank, optimizer, schedule... The pipeline sets checkpoint_path
   // (OUT/checkpoint.pt); `stop` is the caller's (a signal handler's flag, say).
   algos::QatConfig training;

@@ -222,6 +222,42 @@ TEST(QatPipeline, WithoutLabelsTheLossDistillsTheFloatModel) {
   EXPECT_FALSE(std::filesystem::exists(bad.o.out));
 }
 
+TEST(QatPipeline, ACallersLossTrainsInsteadOfTheDefault) {
+  // The caller's loss is ATen's cross entropy, what the default loss computes: the same trained
+  // weights, bit for bit, and the loss runs once per step on the step's batch.
+  TinyQat mine;
+  mine.o.deploy = false;
+  int calls = 0;
+  mine.o.custom_loss = [&](const at::Tensor& output, const data::Batch& batch) {
+    ++calls;
+    EXPECT_TRUE(output.requires_grad());
+    EXPECT_EQ(output.size(0), batch.labels.size(0));
+    return at::cross_entropy_loss(output, batch.labels);
+  };
+  mine.o.custom_loss_name = "my loss";
+  const pipelines::QatPipelineResult r = pipelines::runQatPipeline(mine.o);
+  EXPECT_EQ(r.report.loss, "my loss");
+  EXPECT_EQ(calls, 8);  // floor(36 / 8) steps x 2 epochs
+
+  TinyQat standard;
+  standard.o.deploy = false;
+  const pipelines::QatPipelineResult d = pipelines::runQatPipeline(standard.o);
+  EXPECT_EQ(d.report.loss, "cross entropy");
+  const at::Tensor x = classifierInputs(20, 9);
+  EXPECT_TRUE(at::equal(r.model->executor().run({{"x", x}}).at("y"),
+                        d.model->executor().run({{"x", x}}).at("y")));
+
+  // A loss that ignores the output trains nothing: the weights stay as calibrated.
+  TinyQat flat;
+  flat.o.deploy = false;
+  flat.o.training.train_weights = true;
+  flat.o.custom_loss = [](const at::Tensor& output, const data::Batch&) {
+    return (output * 0).sum();
+  };
+  const pipelines::QatPipelineResult f = pipelines::runQatPipeline(flat.o);
+  EXPECT_TRUE(at::equal(f.model->graph().findValue("w")->initializer(), classifierWeight()));
+}
+
 TEST(QatPipeline, AlgorithmsSetTheQuantizersTheConfigDoesNotName) {
   passes::QuantConfig config;
   pipelines::applyQatAlgorithm("", config);
