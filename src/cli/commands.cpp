@@ -6,15 +6,19 @@
 namespace qforge::cli {
 
 CommandTable registerCommands(CLI::App& app) {
+  // In the order of the work: look at a model, run it, score it, quantize or train it, deploy
+  // and verify it; then the tools around it. `qforge --help` and `qforge help` list them so.
   CommandTable table;
-  table.push_back(addConvertCommand(app));
-  table.push_back(addEvalCommand(app));
   table.push_back(addInspectCommand(app));
   table.push_back(addRunCommand(app));
+  table.push_back(addEvalCommand(app));
   table.push_back(addQuantizeCommand(app));
   table.push_back(addQatCommand(app));
   table.push_back(addDeployCommand(app));
   table.push_back(addVerifyCommand(app));
+  table.push_back(addConvertCommand(app));
+  table.push_back(addHelpCommand(app));
+  table.push_back(addCompletionCommand(app));
   return table;
 }
 
@@ -26,11 +30,34 @@ int runSelected(const CLI::App& app, const CommandTable& commands) {
   return 1;
 }
 
+std::vector<const CLI::App*> commandsOf(const CLI::App& app) {
+  return app.get_subcommands([](const CLI::App*) { return true; });
+}
+
+std::string commandWordError(const CLI::App& app, int argc, const char* const* argv) {
+  std::vector<std::string> names;
+  for (const CLI::App* command : commandsOf(app))
+    names.push_back(command->get_name());
+  const std::string known = "commands: " + join(names) + "; see `qforge help`";
+  if (argc < 2) return "no command given; " + known;
+  // The top level takes only flags (--help, --version), so the first other word is the command.
+  for (int i = 1; i < argc; ++i) {
+    const std::string word = argv[i];
+    if (!word.empty() && word[0] == '-') continue;
+    for (const std::string& name : names) {
+      if (word == name) return "";
+    }
+    return "unknown command '" + word + "'; " + known;
+  }
+  return "";
+}
+
 void addBackendOption(CLI::App* command, std::string& backend) {
   command
       ->add_option("--backend", backend,
                    "Built-in backend (" + join(backends::builtinBackendNames()) +
                        ") or a backend .json file")
+      ->type_name(value_type::kBackend)
       ->required();
 }
 

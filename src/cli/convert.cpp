@@ -59,10 +59,16 @@ std::pair<CLI::App*, std::function<int()>> addConvertCommand(CLI::App& app) {
   CLI::App* sub = app.add_subcommand(
       "convert", "Convert a quantization parameter file between toolchain formats");
   sub->footer(formats);
-  sub->add_option("--from", options->from, "Format of IN")->required();
-  sub->add_option("--to", options->to, "Format of OUT")->required();
-  sub->add_option("input", options->input, "Parameter file to read")->required();
-  sub->add_option("output", options->output, "Parameter file to write")->required();
+  sub->add_option("--from", options->from, "Format of IN")
+      ->type_name(value_type::kFormat)
+      ->required();
+  sub->add_option("--to", options->to, "Format of OUT")->type_name(value_type::kFormat)->required();
+  sub->add_option("input", options->input, "Parameter file to read")
+      ->type_name(value_type::kFile)
+      ->required();
+  sub->add_option("output", options->output, "Parameter file to write")
+      ->type_name(value_type::kFile)
+      ->required();
   sub->add_flag("--json", options->json, "Print machine-readable JSON");
   return {sub, [options] { return runConvert(*options); }};
 }

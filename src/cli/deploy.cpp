@@ -47,8 +47,9 @@ std::pair<CLI::App*, std::function<int()>> addDeployCommand(CLI::App& app) {
   CLI::App* sub = app.add_subcommand(
       "deploy", "Write a prepared model's deploy files: QDQ and QOperator ONNX, backend format");
   sub->add_option("prepared", o->prepared, "Directory written by `qforge quantize --out`")
+      ->type_name(value_type::kDir)
       ->required();
-  sub->add_option("--out", o->out, "Output directory")->required();
+  sub->add_option("--out", o->out, "Output directory")->type_name(value_type::kDir)->required();
   sub->add_flag("--json", o->json, "Print the result as JSON");
   return {sub, [o] { return runDeploy(*o); }};
 }

@@ -3,11 +3,13 @@
 
 #include <iostream>
 #include <map>
+#include <string>
+#include <vector>
 
 #include "cli/commands.h"
-#include "exec/executor.h"
 #include "ir/dump.h"
 #include "ir/onnx_import.h"
+#include "pipelines/inspect_report.h"
 
 namespace qforge::cli {
 
@@ -19,47 +21,12 @@ struct InspectOptions {
   bool dump = false;
 };
 
-nlohmann::json valueJson(const Value& v) {
-  nlohmann::json shape = nlohmann::json::array();
-  if (v.type.shape) {
-    for (const Dim& d : *v.type.shape) {
-      if (d.isKnown()) {
-        shape.push_back(d.value);
-      } else {
-        shape.push_back(d.param.empty() ? "?" : d.param);
-      }
-    }
-  }
-  return {{"name", v.name()}, {"dtype", dtypeName(v.type.dtype)}, {"shape", shape}};
-}
-
 int runInspect(const InspectOptions& o) {
   Graph graph = importOnnxFile(o.model);
-  std::map<std::string, int> op_counts;
-  for (const Node* n : graph.nodes()) {
-    op_counts[(n->domain().empty() ? "" : n->domain() + "::") + n->opType()]++;
-  }
-  int64_t parameters = 0;
-  for (const Value* v : graph.initializers())
-    parameters += v->initializer().numel();
-  const std::vector<std::string> unsupported = Executor::unsupportedOps(graph);
-
-  nlohmann::json report;
-  report["model"] = o.model;
-  report["ir_version"] = graph.model.ir_version;
-  report["opsets"] = graph.model.opset_imports;
-  report["producer"] = graph.model.producer_name + " " + graph.model.producer_version;
-  report["nodes"] = graph.nodeCount();
-  report["ops"] = op_counts;
-  report["parameters"] = parameters;
-  report["inputs"] = nlohmann::json::array();
-  for (const Value* v : graph.inputs()) {
-    if (!v->isInitializer()) report["inputs"].push_back(valueJson(*v));
-  }
-  report["outputs"] = nlohmann::json::array();
-  for (const Value* v : graph.outputs())
-    report["outputs"].push_back(valueJson(*v));
-  report["unsupported"] = unsupported;
+  const nlohmann::json report = pipelines::inspectReport(graph, o.model);
+  const int64_t parameters = report["parameters"];
+  const auto op_counts = report["ops"].get<std::map<std::string, int>>();
+  const auto unsupported = report["unsupported"].get<std::vector<std::string>>();
 
   if (o.json) {
     std::cout << report.dump(2) << "\n";
@@ -102,7 +69,9 @@ std::pair<CLI::App*, std::function<int()>> addInspectCommand(CLI::App& app) {
   CLI::App* sub = app.add_subcommand("inspect",
                                      "Show a model's ops, opsets, inputs, outputs, "
                                      "parameter count and unsupported ops");
-  sub->add_option("model", options->model, "ONNX model file")->required();
+  sub->add_option("model", options->model, "ONNX model file")
+      ->type_name(value_type::kFile)
+      ->required();
   sub->add_flag("--json", options->json, "Print machine-readable JSON");
   sub->add_flag("--dump", options->dump, "Also print the graph as text");
   return {sub, [options] { return runInspect(*options); }};

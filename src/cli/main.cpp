@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 
 #include <iostream>
+#include <string>
 
 #include "cli/commands.h"
 #include "core/allocator.h"
@@ -14,6 +15,11 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string("qforge ") + QFORGE_VERSION);
   app.require_subcommand(1);
   qforge::cli::CommandTable commands = qforge::cli::registerCommands(app);
+  const std::string command_error = qforge::cli::commandWordError(app, argc, argv);
+  if (!command_error.empty()) {
+    std::cerr << "qforge: error: " << command_error << "\n";
+    return 2;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -155,16 +155,20 @@ std::pair<CLI::App*, std::function<int()>> addQatCommand(CLI::App& app) {
       "qat",
       "Quantization-aware training: prepare for a backend, calibrate, train with fake "
       "quantization (checkpoints, resume, data parallel), merge BN, save and deploy");
-  sub->add_option("model", o->model_path, "ONNX model file (a classifier)")->required();
+  sub->add_option("model", o->model_path, "ONNX model file (a classifier)")
+      ->type_name(value_type::kFile)
+      ->required();
   addBackendOption(sub, o->backend);
   sub->add_option("--data", flags->data, "Training data (same sources as eval --data)")
+      ->type_name(value_type::kSource)
       ->capture_default_str();
   sub->add_option("--epochs", t->epochs, "Epochs")->capture_default_str();
   sub->add_option("--algo", o->algo,
                   "Fake quantizers to train: lsq, lsq+, pact, dsq, dorefa, tqt (default: the "
                   "backend's own)");
   sub->add_option("--config", o->config,
-                  "Quantization config (.json, .yaml): bits, observers, overrides per node");
+                  "Quantization config (.json, .yaml): bits, observers, overrides per node")
+      ->type_name(value_type::kFile);
   sub->add_option("--loss", o->loss,
                   "Training loss: auto (cross entropy for labelled data and [batch, classes] "
                   "scores, else mse), cross-entropy, or mse / kl: distillation from the float "
@@ -209,19 +213,24 @@ std::pair<CLI::App*, std::function<int()>> addQatCommand(CLI::App& app) {
   sub->add_option("--quantizer-lr-scale", t->quantizer_lr_scale,
                   "SGD: the quantizers' parameters learn at --lr times this")
       ->capture_default_str();
-  sub->add_option("--calib", flags->calib, "Calibration data (default: --data)");
+  sub->add_option("--calib", flags->calib, "Calibration data (default: --data)")
+      ->type_name(value_type::kSource);
   sub->add_option("--calib-batches", o->calib_batches, "Calibration batches")
       ->capture_default_str();
   sub->add_option("--calib-batch", o->calib_batch, "Calibration batch size")->capture_default_str();
   sub->add_option("--eval", flags->eval,
-                  "Evaluate float, calibrated and trained models on this data");
+                  "Evaluate float, calibrated and trained models on this data")
+      ->type_name(value_type::kSource);
   sub->add_option("--eval-limit", o->eval_limit, "Evaluate only the first N samples");
   sub->add_option("--eval-batch", o->eval_batch, "Evaluation batch size")->capture_default_str();
   sub->add_option("--seed", t->seed, "Seed for the data order")->capture_default_str();
-  sub->add_option("--out", o->out, "Output directory (checkpoint, prepared model, deploy files)");
+  sub->add_option("--out", o->out, "Output directory (checkpoint, prepared model, deploy files)")
+      ->type_name(value_type::kDir);
   sub->add_option("--resume", o->resume,
-                  "Continue the run whose --out directory this is, from its checkpoint");
-  sub->add_option("--csv", o->csv, "Write per-epoch metrics to this CSV file");
+                  "Continue the run whose --out directory this is, from its checkpoint")
+      ->type_name(value_type::kDir);
+  sub->add_option("--csv", o->csv, "Write per-epoch metrics to this CSV file")
+      ->type_name(value_type::kFile);
   sub->add_option("--world-size", o->distributed.world_size, "Processes training together")
       ->capture_default_str();
   sub->add_option("--rank", o->distributed.rank, "This process's rank (0 .. world size - 1)")

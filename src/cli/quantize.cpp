@@ -208,18 +208,23 @@ std::pair<CLI::App*, std::function<int()>> addQuantizeCommand(CLI::App& app) {
       "quantize",
       "Prepare a model for a backend, calibrate it (naive PTQ or reconstruction), save it and "
       "deploy it");
-  sub->add_option("model", o->model_path, "ONNX model file")->required();
+  sub->add_option("model", o->model_path, "ONNX model file")
+      ->type_name(value_type::kFile)
+      ->required();
   addBackendOption(sub, o->backend);
   sub->add_option("--calib", flags->calib, "Calibration data (same sources as eval --data)")
+      ->type_name(value_type::kSource)
       ->capture_default_str();
   sub->add_option("--calib-batches", o->calib_batches, "Number of calibration batches")
       ->capture_default_str();
   sub->add_option("--calib-batch", o->calib_batch, "Calibration batch size")->capture_default_str();
-  sub->add_option("--config", o->config, "Quantization config (.json, .yaml): overrides per node");
-  sub->add_option("--eval", flags->eval, "Evaluate float and quantized models on this data");
+  sub->add_option("--config", o->config, "Quantization config (.json, .yaml): overrides per node")
+      ->type_name(value_type::kFile);
+  sub->add_option("--eval", flags->eval, "Evaluate float and quantized models on this data")
+      ->type_name(value_type::kSource);
   sub->add_option("--eval-limit", o->eval_limit, "Evaluate only the first N samples");
   sub->add_option("--eval-batch", o->eval_batch, "Evaluation batch size")->capture_default_str();
-  sub->add_option("--out", o->out, "Output directory")->required();
+  sub->add_option("--out", o->out, "Output directory")->type_name(value_type::kDir)->required();
   sub->add_option("--algo", o->algo,
                   "PTQ algorithm after calibration: naive, adaround (layer), brecq (block), "
                   "qdrop (block, float values kept at random)")
@@ -228,7 +233,8 @@ std::pair<CLI::App*, std::function<int()>> addQuantizeCommand(CLI::App& app) {
                   "Reconstruction iterations per unit (default: the algorithm's max_count, 20000)");
   sub->add_option("--recon-batch", o->recon_batch, "Reconstruction batch size (default 32)");
   sub->add_option("--algo-config", o->algo_config,
-                  "Reconstruction settings (.json, .yaml; MQBench's quantize.reconstruction keys)");
+                  "Reconstruction settings (.json, .yaml; MQBench's quantize.reconstruction keys)")
+      ->type_name(value_type::kFile);
   sub->add_option("--cache-limit", o->cache_limit,
                   "Memory for cached unit inputs/outputs (e.g. 512M, 4G; default 4G); beyond it "
                   "they are recomputed");

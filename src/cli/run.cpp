@@ -180,7 +180,9 @@ std::pair<CLI::App*, std::function<int()>> addRunCommand(CLI::App& app) {
   CLI::App* sub = app.add_subcommand("run",
                                      "Run a model on deterministic sample inputs and "
                                      "report its outputs and latency");
-  sub->add_option("model", options->model, "ONNX model file")->required();
+  sub->add_option("model", options->model, "ONNX model file")
+      ->type_name(value_type::kFile)
+      ->required();
   sub->add_option("--batch", options->batch, "Batch size of the sample inputs")
       ->capture_default_str();
   sub->add_option("--iters", options->iterations, "Timed runs")->capture_default_str();

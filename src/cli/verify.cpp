@@ -3,7 +3,6 @@
 // bounded size. Exit 0 when every criterion holds (against the simulation: top-1 agreement and
 // accuracy gap for classifier outputs, SQNR, cosine, p99 difference and optionally IoU for the
 // others; against the emulation: exact elements and largest difference), 1 otherwise.
-#include <unistd.h>
 #include <nlohmann/json.hpp>
 
 #include <cmath>
@@ -12,12 +11,8 @@
 #include <optional>
 #include <sstream>
 
-#include "algos/model_feeds.h"
 #include "cli/commands.h"
-#include "cli/eval_support.h"
-#include "exec/ort_emulation.h"
-#include "passes/prepared_io.h"
-#include "verify/verify.h"
+#include "pipelines/verify_pipeline.h"
 
 namespace qforge::cli {
 
@@ -112,29 +107,14 @@ std::string reportText(const verify::VerifyReport& r) {
   return out.str();
 }
 
-// Samples per streamed step: --batch, cut so that one step's inputs stay within 4 MiB (the
-// activations of every path scale with it), in whole multiples of a fixed batch dim.
-int64_t boundedBatch(const Graph& graph, data::Dataset& dataset, int64_t batch) {
-  constexpr int64_t kStepBytes = 4 << 20;
-  const data::Sample first = dataset.get(0);
-  int64_t bytes = first.input.defined() ? first.input.numel() * 4 : 0;
-  for (const auto& [name, t] : first.inputs)
-    bytes += t.numel() * static_cast<int64_t>(t.element_size());
-  const int64_t fixed = std::max<int64_t>(algos::fixedBatch(graph), 1);
-  const int64_t fits = std::max<int64_t>(1, kStepBytes / std::max<int64_t>(bytes, 1));
-  return std::max(fixed, std::min(batch, fits) / fixed * fixed);
-}
-
 int runVerify(const VerifyCliOptions& o) {
-  require(o.batch > 0, "--batch must be positive");
-  auto model = passes::loadPreparedModel(o.prepared.empty() ? o.dir : o.prepared);
-  auto dataset = openFor(o.data, model->graph());
-  data::BatchLoader loader(
-      dataset,
-      loaderOptions(model->graph(), boundedBatch(model->graph(), *dataset, o.batch), o.limit));
-  const auto start = Clock::now();
-
-  verify::VerifyOptions options;
+  pipelines::VerifyPipelineOptions p;
+  p.dir = o.dir;
+  p.prepared = o.prepared;
+  p.data = o.data;
+  p.limit = o.limit;
+  p.batch = o.batch;
+  verify::VerifyOptions& options = p.verify;
   options.min_agreement = o.min_agreement;
   options.max_accuracy_gap = o.max_accuracy_gap;
   options.min_exact = o.min_exact;
@@ -146,13 +126,10 @@ int runVerify(const VerifyCliOptions& o) {
   options.ort.ort_dir = o.ort_dir;
   options.ort.optimization = verify::parseOrtOptimization(o.optimization);
   options.ort.timeout_seconds = o.timeout;
-  options.emulation = &ortEmulationRegistry();
-  const verify::VerifyReport report = verify::verifyDeployment(*model, o.dir, loader, options);
-  nlohmann::json j = verify::toJson(report);
-  j["data"] = dataset->describe();
-  j["seconds"] = secondsSince(start);
+  const pipelines::VerifyPipelineResult result = pipelines::runVerify(p);
+  const verify::VerifyReport& report = result.report;
   if (o.json) {
-    std::cout << j.dump(2) << "\n";
+    std::cout << result.json.dump(2) << "\n";
   } else {
     std::cout << reportText(report);
     if (report.passed) {
@@ -172,12 +149,15 @@ std::pair<CLI::App*, std::function<int()>> addVerifyCommand(CLI::App& app) {
       "verify",
       "Run the deployed ONNX models in ONNX Runtime against qforge's simulation and emulation");
   sub->add_option("dir", o->dir, "Directory with deploy.json (from quantize or deploy)")
+      ->type_name(value_type::kDir)
       ->required();
   sub->add_option("--prepared", o->prepared,
-                  "Prepared model directory, when not DIR itself (qforge deploy --out elsewhere)");
+                  "Prepared model directory, when not DIR itself (qforge deploy --out elsewhere)")
+      ->type_name(value_type::kDir);
   sub->add_option("--data", o->data,
                   "Evaluation data (same sources as eval --data: folder:DIR, npz:FILE, "
                   "random:normal[,seed=N], NAME=SPEC;NAME=const:VALUE per input, ...)")
+      ->type_name(value_type::kSource)
       ->capture_default_str();
   sub->add_option("--limit", o->limit, "Only the first N samples (0: all)")->capture_default_str();
   sub->add_option("--batch", o->batch,
@@ -186,7 +166,8 @@ std::pair<CLI::App*, std::function<int()>> addVerifyCommand(CLI::App& app) {
       ->capture_default_str();
   sub->add_option("--ort-dir", o->ort_dir,
                   "Where onnxruntime-node is installed (default $QFORGE_ORT_DIR or "
-                  "~/.cache/qforge/ort)");
+                  "~/.cache/qforge/ort)")
+      ->type_name(value_type::kDir);
   sub->add_option("--ort-optimization", o->optimization,
                   "ONNX Runtime graph optimization: disabled, basic, extended, all")
       ->capture_default_str();

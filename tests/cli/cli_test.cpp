@@ -178,6 +178,27 @@ TEST(CliTest, RunWithWrongInputShapeNamesTheNode) {
   EXPECT_EQ(lineCount(r.out), 1u) << r.out;
 }
 
+// A mistyped command is one line on stderr naming it and the commands, exit 2; CLI11 alone
+// called it a missing subcommand (exit 106) and took `analyze --help` for the top-level help.
+TEST(CliTest, AnUnknownCommandIsOneLineNamingTheCommands) {
+  const std::string commands =
+      "commands: inspect, run, eval, quantize, qat, deploy, verify, convert, help, completion; "
+      "see `qforge help`\n";
+  for (const std::string args : {"frobnicate", "analyze --help", "frobnicate model.onnx"}) {
+    const testing::CliStreams r = testing::runCliStreams(args);
+    const std::string word = args.substr(0, args.find(' '));
+    EXPECT_EQ(r.exit_code, 2) << args;
+    EXPECT_EQ(r.out, "") << args;
+    EXPECT_EQ(r.err, "qforge: error: unknown command '" + word + "'; " + commands) << args;
+  }
+  const testing::CliStreams none = testing::runCliStreams("");
+  EXPECT_EQ(none.exit_code, 2);
+  EXPECT_EQ(none.err, "qforge: error: no command given; " + commands);
+  // What stays CLI11's: the top-level flags.
+  EXPECT_EQ(runCli("--help").exit_code, 0);
+  EXPECT_EQ(runCli("--version").exit_code, 0);
+}
+
 TEST(CliTest, UsageErrorsExitNonZero) {
   EXPECT_NE(runCli("").exit_code, 0);
   EXPECT_NE(runCli("inspect").exit_code, 0);

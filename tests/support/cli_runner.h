@@ -2,22 +2,25 @@
 #pragma once
 
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
 #include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
 #include <string>
 
 namespace qforge::testing {
 
 struct CliResult {
   int exit_code;
-  std::string out;  // stdout and stderr together
+  std::string out;  // runCli: stdout and stderr together
 };
 
-// `env` is prepended to the command line ("QFORGE_NUM_THREADS=1").
-inline CliResult runCli(const std::string& args, const std::string& env = "") {
-  const std::string command = env + " " + QFORGE_CLI + " " + args + " 2>&1";
+// The exit code and stdout of a shell command line.
+inline CliResult runShell(const std::string& command) {
   FILE* pipe = popen(command.c_str(), "r");
   std::string out;
   std::array<char, 4096> buf{};
@@ -26,6 +29,29 @@ inline CliResult runCli(const std::string& args, const std::string& env = "") {
     out.append(buf.data(), n);
   const int status = pclose(pipe);
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+// `env` is prepended to the command line ("QFORGE_NUM_THREADS=1").
+inline CliResult runCli(const std::string& args, const std::string& env = "") {
+  return runShell(env + " " + QFORGE_CLI + " " + args + " 2>&1");
+}
+
+// stdout and stderr apart, for checks of what goes where.
+struct CliStreams {
+  int exit_code;
+  std::string out;
+  std::string err;
+};
+
+inline CliStreams runCliStreams(const std::string& args, const std::string& env = "") {
+  char err_path[] = "/tmp/qforge-cli-stderr-XXXXXX";
+  const int fd = mkstemp(err_path);
+  if (fd >= 0) close(fd);
+  const CliResult r = runShell(env + " " + QFORGE_CLI + " " + args + " 2>" + err_path);
+  std::ifstream in(err_path);
+  const std::string err((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::remove(err_path);
+  return {r.exit_code, r.out, err};
 }
 
 inline size_t lineCount(const std::string& s) {
