@@ -10,6 +10,15 @@ packages=(
   python3-torch python3-torchvision python3-onnx
   # c10d's ProcessGroupGloo headers (data-parallel QAT) include gloo's.
   libgloo-dev
+  # groff renders the generated man pages in tests/cli/man_page_test.cpp (man-db pulls it in
+  # where man is installed; minimal images have neither).
+  groff-base
+  # The Python package (`import qforge`, python/): pybind11 and Python's headers to build it,
+  # numpy and pytest for its tests.
+  pybind11-dev python3-dev python3-numpy python3-pytest
+  # `cpack -G DEB` computes the package's Depends with dpkg-shlibdeps (build-essential pulls
+  # dpkg-dev in already; named for that tool).
+  dpkg-dev
 )
 
 missing=()

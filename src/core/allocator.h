@@ -6,7 +6,8 @@ namespace qforge {
 // glibc serves every allocation above 32 MiB (its largest mmap threshold) with a fresh mmap, so a
 // large activation is page-faulted again on every run: MobileNetV2 at batch 8 spent two thirds
 // of its time there. This keeps large blocks on the heap (no mmap) and freed memory in the
-// process for reuse. Only the CLI calls it: a library must not change its host's malloc. Set
+// process for reuse. Only the CLI calls it unasked: a library must not change its host's malloc
+// (Python's qforge.configure_allocator() applies it on request). Set
 // QFORGE_MALLOC_TUNING=0 to leave glibc's defaults. Returns true when the policy was applied.
 bool configureAllocator();
 

@@ -1,0 +1,27 @@
+// The `qforge._qforge` extension module: qforge's library for Debian's /usr/bin/python3, which
+// the `qforge` package (qforge/__init__.py) re-exports. Tensors cross as the same ATen tensors
+// torch's Python bindings wrap; torch is imported when the first one does (requireTorch).
+#include <pybind11/pybind11.h>
+
+#include "bindings.h"
+#include "core/allocator.h"
+#include "core/error.h"
+#include "core/threads.h"
+
+namespace py = pybind11;
+
+PYBIND11_MODULE(_qforge, m) {
+  m.doc() = "qforge: hardware-aware quantization of ONNX models";
+  m.attr("__version__") = QFORGE_VERSION;
+  // qforge::Error carries the CLI's one-line message; Python sees it as qforge.Error.
+  py::register_exception<qforge::Error>(m, "Error", PyExc_RuntimeError);
+  qforge::configureThreads();
+  // The CLI's malloc policy changes the whole process, so in Python it is the caller's choice.
+  m.def("configure_allocator", &qforge::configureAllocator,
+        "Applies the qforge command's malloc policy to this process: large blocks stay on the "
+        "heap and freed memory is kept for reuse (runs about 5% faster, memory is not returned "
+        "to the system). Off unless called; QFORGE_MALLOC_TUNING=0 makes it do nothing. "
+        "Returns whether it was applied.");
+  qforge::python::bindCommands(m);
+  qforge::python::bindPreparedModel(m);
+}
