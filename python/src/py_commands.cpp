@@ -55,6 +55,21 @@ pipelines::DataSource dataFor(const py::object& data, ModelForData& model, int64
   return dataSourceFrom(data, model.graph(), limit, what);
 }
 
+// The calibration and evaluation settings quantize and qat share (their options name them alike):
+// iterables are read up to what each stage uses.
+template <typename Options>
+void setCalibAndEval(Options& o, ModelForData& model, const py::object& calib,
+                     int64_t calib_batches, int64_t calib_batch, const py::object& eval,
+                     int64_t eval_limit, int64_t eval_batch) {
+  require(calib_batches > 0 && calib_batch > 0, "calib_batches and calib_batch must be positive");
+  o.calib = dataFor(calib, model, calib_batches * calib_batch, "calib");
+  o.calib_batches = calib_batches;
+  o.calib_batch = calib_batch;
+  o.eval = dataFor(eval, model, eval_limit > 0 ? eval_limit : 0, "eval");
+  o.eval_limit = eval_limit;
+  o.eval_batch = eval_batch;
+}
+
 // Runs `work` (a pipeline, returning its JSON report) with the GIL released; the report as dicts.
 template <typename Work>
 py::object reportOf(Work&& work) {
@@ -79,13 +94,7 @@ py::object quantize(const py::object& model, const std::string& backend, const p
   o.backend = backend;
   o.out = pathOf(out, "out");
   ModelForData float_model = onnxModel(o.model_path);
-  require(calib_batches > 0 && calib_batch > 0, "calib_batches and calib_batch must be positive");
-  o.calib = dataFor(calib, float_model, calib_batches * calib_batch, "calib");
-  o.calib_batches = calib_batches;
-  o.calib_batch = calib_batch;
-  o.eval = dataFor(eval, float_model, eval_limit > 0 ? eval_limit : 0, "eval");
-  o.eval_limit = eval_limit;
-  o.eval_batch = eval_batch;
+  setCalibAndEval(o, float_model, calib, calib_batches, calib_batch, eval, eval_limit, eval_batch);
   o.config = config;
   o.algo = algo;
   o.iters = iters;
@@ -155,13 +164,7 @@ py::object qat(const py::object& model, const std::string& backend, const py::ob
   ModelForData float_model = onnxModel(o.model_path);
   o.data = dataFor(data, float_model, limit, "data");
   o.limit = limit;
-  require(calib_batches > 0 && calib_batch > 0, "calib_batches and calib_batch must be positive");
-  o.calib = dataFor(calib, float_model, calib_batches * calib_batch, "calib");
-  o.calib_batches = calib_batches;
-  o.calib_batch = calib_batch;
-  o.eval = dataFor(eval, float_model, eval_limit > 0 ? eval_limit : 0, "eval");
-  o.eval_limit = eval_limit;
-  o.eval_batch = eval_batch;
+  setCalibAndEval(o, float_model, calib, calib_batches, calib_batch, eval, eval_limit, eval_batch);
   o.algo = algo;
   o.config = config;
   o.passes = passes;

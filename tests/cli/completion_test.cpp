@@ -101,8 +101,7 @@ TEST(CompletionTest, CompletesCommandsOptionsAndValues) {
 
 // Every option a command's --help lists, and nothing else, completes after a '-'.
 TEST(CompletionTest, EveryCommandOffersExactlyTheOptionsOfItsHelp) {
-  for (const std::string command : {"inspect", "run", "eval", "quantize", "qat", "deploy", "verify",
-                                    "convert", "help", "completion"}) {
+  for (const std::string& command : testing::kCliCommands) {
     std::set<std::string> listed;
     std::istringstream help(runCli(std::string(command) + " --help").out);
     std::string line;

@@ -14,9 +14,7 @@ namespace {
 using testing::runCli;
 using testing::runCliStreams;
 
-const std::vector<std::string> kCommands = {"inspect", "run",       "eval",   "quantize",
-                                            "qat",     "deploy",    "verify", "convert",
-                                            "help",    "completion"};
+const std::vector<std::string>& kCommands = testing::kCliCommands;
 const std::vector<std::string> kTopics = {"data", "backends", "config", "algorithms"};
 
 // The line of `text` that starts with `prefix`, or "".

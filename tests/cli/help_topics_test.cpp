@@ -25,9 +25,7 @@ namespace {
 
 using testing::runCli;
 
-const std::vector<std::string> kCommands = {"inspect", "run",       "eval",   "quantize",
-                                            "qat",     "deploy",    "verify", "convert",
-                                            "help",    "completion"};
+const std::vector<std::string>& kCommands = testing::kCliCommands;
 const std::vector<std::string> kTopics = {"data", "backends", "config", "algorithms"};
 
 std::vector<std::string> linesOf(const std::string& text) {

@@ -21,9 +21,7 @@ namespace {
 using testing::runCli;
 using testing::runShell;
 
-const std::vector<std::string> kCommands = {"inspect", "run",       "eval",   "quantize",
-                                            "qat",     "deploy",    "verify", "convert",
-                                            "help",    "completion"};
+const std::vector<std::string>& kCommands = testing::kCliCommands;
 
 std::string readText(const std::string& path) {
   std::ifstream in(path);

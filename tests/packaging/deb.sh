@@ -27,7 +27,11 @@ ls -l "$deb" "$dev" "$py"
 # Control fields.
 field() { dpkg-deb -f "$1" "$2"; }
 expect() {  # PACKAGE FIELD REGEX
-  field "$1" "$2" | grep -Eq "$3" || fail "$(basename "$1"): $2 '$(field "$1" "$2")' !~ /$3/"
+  # Read whole first: `grep -q` may close the pipe early, and under pipefail dpkg-deb's SIGPIPE
+  # would fail a field that matched.
+  local value
+  value=$(field "$1" "$2")
+  grep -Eq "$3" <<<"$value" || fail "$(basename "$1"): $2 '$value' !~ /$3/"
 }
 dpkg-deb -I "$deb"
 dpkg-deb -I "$dev"

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <iterator>
 #include <string>
+#include <vector>
 
 namespace qforge::testing {
 
@@ -53,6 +54,11 @@ inline CliStreams runCliStreams(const std::string& args, const std::string& env 
   std::remove(err_path);
   return {r.exit_code, r.out, err};
 }
+
+// Every qforge command, in the order `qforge help` lists them.
+inline const std::vector<std::string> kCliCommands = {"inspect", "run",       "eval",   "quantize",
+                                                      "qat",     "deploy",    "verify", "convert",
+                                                      "help",    "completion"};
 
 inline size_t lineCount(const std::string& s) {
   return static_cast<size_t>(std::count(s.begin(), s.end(), '\n'));
