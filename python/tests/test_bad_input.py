@@ -64,3 +64,20 @@ def test_the_interpreter_keeps_working_after_errors(tmp_path, fashion, resnet):
             quantize(resnet, tmp_path / "out", np.zeros((32, 1, 27, 28), np.float32))
     report = quantize(resnet, tmp_path / "ok", fashion["train"][:32], deploy=False)
     assert report["calibration"]["samples"] == 32
+
+
+def test_a_name_that_is_not_utf8_is_one_escaped_line(tmp_path, resnet):
+    # The zoo ResNet with one byte of its first Conv node's name made 0xFF.
+    data = bytearray(open(resnet, "rb").read())
+    start = data.find(b"/stem/stem.0/Conv\"")  # the node name field, not a value name
+    if start < 0:
+        start = next(i for i in range(len(data)) if data.startswith(b"/stem/stem.0/Conv", i)
+                     and not data.startswith(b"/stem/stem.0/Conv_", i))
+    data[start + 8] = 0xFF
+    bad = tmp_path / "bad.onnx"
+    bad.write_bytes(bytes(data))
+    with pytest.raises(qforge.Error, match=r"name '/stem/st\\xFFm\.0/Conv' is not UTF-8 text"):
+        qforge.inspect(bad)
+    with pytest.raises(qforge.Error, match="not UTF-8"):
+        quantize(str(bad), tmp_path / "out", np.zeros((32, 1, 28, 28), np.float32))
+    assert not (tmp_path / "out").exists()

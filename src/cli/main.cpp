@@ -9,6 +9,7 @@
 #include "core/allocator.h"
 #include "core/error.h"
 #include "core/threads.h"
+#include "core/utf8.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"qforge: hardware-aware quantization of ONNX models", "qforge"};
@@ -30,11 +31,12 @@ int main(int argc, char** argv) {
     qforge::configureAllocator();
     return qforge::cli::runSelected(app, commands);
   } catch (const qforge::Error& e) {
-    std::cerr << "qforge: error: " << e.what() << "\n";
+    // Messages quote names and paths from files: escaped, they cannot garble a terminal.
+    std::cerr << "qforge: error: " << qforge::printable(e.what()) << "\n";
     return 2;
   } catch (const std::exception& e) {
     std::string what = e.what();
-    std::cerr << "qforge: internal error: " << what.substr(0, what.find('\n'))
+    std::cerr << "qforge: internal error: " << qforge::printable(what.substr(0, what.find('\n')))
               << " (please report this with the command you ran)\n";
     return 3;
   }

@@ -8,10 +8,12 @@
 
 #include <cerrno>
 #include <climits>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 
 #include "core/error.h"
+#include "core/utf8.h"
 #include "ir/captured_values.h"
 #include "ir/onnx_export.h"
 #include "ir/onnx_tensor.h"
@@ -97,6 +99,45 @@ std::vector<std::pair<std::string, std::string>> propsFrom(
   return result;
 }
 
+// Names are printed and written into JSON reports, which need UTF-8: a name that is not UTF-8
+// text is refused when the model is read, shown escaped, rather than failing in a report after
+// calibration.
+void requireUtf8(const std::string& text, const std::string& what) {
+  const size_t bad = invalidUtf8Offset(text);
+  if (bad == std::string::npos) return;
+  char byte[8];
+  std::snprintf(byte, sizeof(byte), "0x%02X", static_cast<unsigned char>(text[bad]));
+  throw Error(what + " '" + printable(text) + "' is not UTF-8 text (byte " + byte + " at offset " +
+              std::to_string(bad) + "); ONNX names are UTF-8: fix the name or re-export the model");
+}
+
+void requireUtf8Names(const onnx::GraphProto& g) {
+  requireUtf8(g.name(), "the graph name");
+  for (const auto& init : g.initializer())
+    requireUtf8(init.name(), "an initializer name");
+  for (const auto& in : g.input())
+    requireUtf8(in.name(), "a graph input name");
+  for (int i = 0; i < g.node_size(); ++i) {
+    const onnx::NodeProto& n = g.node(i);
+    const std::string which = "node " + std::to_string(i);
+    requireUtf8(n.name(), which + "'s name");
+    const std::string node = which + " ('" + n.name() + "')";
+    requireUtf8(n.op_type(), node + "'s op type");
+    requireUtf8(n.domain(), node + "'s domain");
+    for (const std::string& in : n.input())
+      requireUtf8(in, node + " reads a value whose name");
+    for (const std::string& out : n.output())
+      requireUtf8(out, node + " writes a value whose name");
+    for (const auto& attribute : n.attribute())
+      requireUtf8(attribute.name(), node + " has an attribute whose name");
+  }
+  // After the nodes: shape inference copies their output names into value_info.
+  for (const auto& out : g.output())
+    requireUtf8(out.name(), "a graph output name");
+  for (const auto& info : g.value_info())
+    requireUtf8(info.name(), "a value_info name");
+}
+
 // "ai.onnx" is another name of the default domain "": one spelling from import on, so that every
 // later `domain().empty()` test holds (a Conv in "ai.onnx" is quantized like one in "").
 std::string normalDomain(const std::string& domain) {
@@ -104,6 +145,10 @@ std::string normalDomain(const std::string& domain) {
 }
 
 void importModelInfo(const onnx::ModelProto& model, ModelInfo& info) {
+  requireUtf8(model.producer_name(), "the producer name");
+  requireUtf8(model.producer_version(), "the producer version");
+  for (const auto& op : model.opset_import())
+    requireUtf8(op.domain(), "an opset import's domain");
   info.ir_version = model.ir_version();
   info.opset_imports.clear();
   // An import of "" wins over one of "ai.onnx", as ModelInfo::opsetFor had it.
@@ -136,6 +181,7 @@ void importModelInfo(const onnx::ModelProto& model, ModelInfo& info) {
 // values a body reads from the graph around it: they become graph inputs after the formal ones.
 void importGraphBody(const onnx::GraphProto& g, Graph& graph, const std::string& base_dir,
                      const std::vector<std::string>& outer) {
+  requireUtf8Names(g);
   for (const auto& init : g.initializer()) {
     require(!init.name().empty(), "an initializer has no name");
     require(graph.findValue(init.name()) == nullptr,

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <fstream>
 
+#include "core/utf8.h"
 #include "support/cli_runner.h"
 #include "support/onnx_builder.h"
 
@@ -111,6 +112,13 @@ TEST(CliTest, EveryBrokenModelIsOneLineNamingTheProblem) {
     b.node("Mul", {"x", "w"}, {"y"}, "scale");
     cases.push_back({"escape", "outside the model's directory", b});
   }
+  {
+    // A name that is not UTF-8 (a mutated file): one line, valid UTF-8, the name escaped.
+    testing::OnnxBuilder b = base();
+    b.node("Neg", {"x"}, {"y"}, "neg\xFF\x1B]0;pwned\x07");
+    cases.push_back(
+        {"not_utf8", "node 0's name 'neg\\xFF\\x1B]0;pwned\\x07' is not UTF-8 text", b});
+  }
   for (auto& c : cases) {
     const std::string path = dir + "/" + c.name + ".onnx";
     c.model.save(path);
@@ -119,6 +127,7 @@ TEST(CliTest, EveryBrokenModelIsOneLineNamingTheProblem) {
     EXPECT_EQ(lineCount(r.out), 1u) << c.name << ": " << r.out;
     EXPECT_NE(r.out.find(c.expect), std::string::npos) << c.name << ": " << r.out;
     EXPECT_NE(r.out.find(path), std::string::npos) << c.name << ": " << r.out;
+    EXPECT_EQ(invalidUtf8Offset(r.out), std::string_view::npos) << c.name << ": " << r.out;
   }
   // A truncated copy of a real model.
   const std::string bytes = cases[0].model.bytes();

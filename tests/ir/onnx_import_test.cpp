@@ -153,6 +153,28 @@ TEST(OnnxImportTest, MissingInitializerNamesNodeAndValue) {
   EXPECT_NE(m.find("missing initializer"), std::string::npos) << m;
 }
 
+TEST(OnnxImportTest, NamesThatAreNotUtf8AreRefusedAndShownEscaped) {
+  OnnxBuilder node_name = smallMlp();
+  node_name.model().mutable_graph()->mutable_node(1)->set_name("a\xFF\x1B[2Jdd");
+  EXPECT_NE(importError(saved(node_name, "utf8_node"))
+                .find("node 1's name 'a\\xFF\\x1B[2Jdd' is not UTF-8 text (byte 0xFF at offset "
+                      "1); ONNX names are UTF-8: fix the name or re-export the model"),
+            std::string::npos);
+  OnnxBuilder value = smallMlp();
+  value.model().mutable_graph()->mutable_node(0)->set_output(0, "xw\xC0\xAF");
+  EXPECT_NE(importError(saved(value, "utf8_value"))
+                .find("node 0 ('matmul') writes a value whose name 'xw\\xC0\\xAF' is not UTF-8"),
+            std::string::npos);
+  OnnxBuilder producer = smallMlp();
+  producer.model().set_producer_name("exp\xED\xA0\x80rter");
+  EXPECT_NE(importError(saved(producer, "utf8_producer")).find("the producer name 'exp\\xED"),
+            std::string::npos);
+  // UTF-8 that is not ASCII is a name like any other.
+  OnnxBuilder accented = smallMlp();
+  accented.model().mutable_graph()->mutable_node(2)->set_name("r\xC3\xA9lu");
+  EXPECT_EQ(importOnnxFile(saved(accented, "utf8_ok")).nodes().back()->name(), "r\xC3\xA9lu");
+}
+
 TEST(OnnxImportTest, CycleIsRefused) {
   OnnxBuilder b;
   b.input("x", kFloat, {2}).output("q", kFloat, {2});
