@@ -3,29 +3,16 @@
 #include <torch/csrc/autograd/python_variable.h>
 #include <torch/csrc/utils/pybind.h>
 
-#include <sstream>
-
 #include "algos/model_feeds.h"
 #include "bindings.h"
 #include "core/error.h"
+#include "data/model_sources.h"
 
 namespace py = pybind11;
 
 namespace qforge::python {
 
 namespace {
-
-std::string shapeText(at::IntArrayRef shape) {
-  std::ostringstream out;
-  out << "[";
-  for (size_t i = 0; i < shape.size(); ++i)
-    out << (i ? "," : "") << shape[i];
-  return out.str() + "]";
-}
-
-std::string shapeText(const std::vector<int64_t>& shape) {
-  return shapeText(at::IntArrayRef(shape));
-}
 
 // A torch tensor for `obj`: itself, or torch.as_tensor of a numpy array, a number or a list
 // (sharing a numpy array's memory).
@@ -134,16 +121,18 @@ void IterableDataset::addInputs(const std::map<std::string, at::Tensor>& arrays,
       rows = n;
     } else {
       require(a.dim() == rank, where + ": input '" + in.name + "' has shape " +
-                                   shapeText(a.sizes()) + ", but the model takes samples of " +
-                                   shapeText(in.shape) + " (or batches with one axis more)");
+                                   data::shapeText(a.sizes().vec()) +
+                                   ", but the model takes samples of " + data::shapeText(in.shape) +
+                                   " (or batches with one axis more)");
     }
   }
   if (inputs_.empty()) rows = arrays.begin()->second.size(0);  // no specs: items are batches
   const bool batch = rows >= 0;
   if (batch && labels.defined()) {
     require(labels.dim() == 1 && labels.size(0) == rows,
-            where + ": labels of shape " + shapeText(labels.sizes()) + " for a batch of " +
-                std::to_string(rows) + " samples; give one class index per sample");
+            where + ": labels of shape " + data::shapeText(labels.sizes().vec()) +
+                " for a batch of " + std::to_string(rows) +
+                " samples; give one class index per sample");
   } else if (labels.defined()) {
     require(labels.numel() == 1,
             where + ": one sample needs one label, not " + std::to_string(labels.numel()));

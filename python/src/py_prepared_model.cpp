@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "core/files.h"
 #include "core/json_reader.h"
+#include "core/strings.h"
 #include "deploy/deploy.h"
 #include "deploy/qdq_onnx.h"
 #include "passes/prepared_io.h"
@@ -171,13 +172,6 @@ class PyPreparedModel {
     for (const auto& [k, v] : m)
       keys.push_back(k);
     return keys;
-  }
-
-  static std::string join(const std::vector<std::string>& items) {
-    std::string out;
-    for (const std::string& s : items)
-      out += (out.empty() ? "" : ", ") + s;
-    return out;
   }
 
   void applyMode(bool quantized) {
