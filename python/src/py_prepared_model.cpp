@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "core/files.h"
 #include "core/json_reader.h"
+#include "core/output_dir.h"
 #include "core/strings.h"
 #include "deploy/deploy.h"
 #include "deploy/qdq_onnx.h"
@@ -145,7 +146,14 @@ class PyPreparedModel {
   std::vector<std::string> save(const py::object& dir) {
     const std::string path = pathOf(dir, "dir");
     py::gil_scoped_release release;
-    return passes::savePreparedModel(*model_, backend_document_, path);
+    // As one unit, like every output directory (core/output_dir.h).
+    OutputDirectory out(path, OutputDirectory::kModelRole, {OutputDirectory::kModelRole});
+    std::vector<std::string> files =
+        passes::savePreparedModel(*model_, backend_document_, out.staging());
+    for (std::string& f : files)
+      f = out.finalPath(f);
+    out.commit();
+    return files;
   }
 
   py::object deploy(const py::object& out) {

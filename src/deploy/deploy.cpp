@@ -1,7 +1,5 @@
 #include "deploy/deploy.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <filesystem>
 #include <map>
@@ -9,6 +7,7 @@
 #include "core/error.h"
 #include "core/files.h"
 #include "core/json_reader.h"
+#include "core/output_dir.h"
 #include "core/strings.h"
 #include "deploy/qdq_onnx.h"
 #include "deploy/qoperator_onnx.h"
@@ -98,8 +97,8 @@ nlohmann::json qoperatorUnits(const passes::PreparedModel& model, const QOperato
 }
 
 // Every deploy file of `model`, written into `out_dir`.
-DeployResult writeDeployFiles(passes::PreparedModel& model, const DeployModel& deployable,
-                              const std::string& out_dir, const WriterRegistry& writers) {
+DeployResult writeFormats(passes::PreparedModel& model, const DeployModel& deployable,
+                          const std::string& out_dir, const WriterRegistry& writers) {
   DeployResult result;
   nlohmann::json& m = result.manifest;
   m["backend"] = model.backend().name;
@@ -176,35 +175,29 @@ DeployResult writeDeployFiles(passes::PreparedModel& model, const DeployModel& d
 
 }  // namespace
 
-DeployResult deployPreparedModel(passes::PreparedModel& model, const std::string& out_dir,
-                                 const WriterRegistry& writers) {
+DeployResult writeDeployFiles(passes::PreparedModel& model, const std::string& dir,
+                              const WriterRegistry& writers) {
   DeployModel deployable = buildDeployModel(model);
   checkBackendConstraints(deployable.table, model.backend());
-  std::filesystem::create_directories(out_dir);
+  std::filesystem::create_directories(dir);
+  return writeFormats(model, deployable, dir, writers);
+}
+
+DeployResult writeDeployFiles(passes::PreparedModel& model, const std::string& dir) {
+  WriterRegistry writers;
+  registerBuiltinWriters(writers);
+  return writeDeployFiles(model, dir, writers);
+}
+
+DeployResult deployPreparedModel(passes::PreparedModel& model, const std::string& out_dir,
+                                 const WriterRegistry& writers) {
   // A format writer may still refuse the model after others wrote their files (TensorRT's 8-bit
-  // activations, say): everything is written into a staging directory beside the output first and
-  // moved into place only when all of it succeeded, so a refusal leaves no deploy files behind.
-  const std::string staging = fileIn(out_dir, ".deploy-staging-" + std::to_string(::getpid()));
-  std::filesystem::remove_all(staging);
-  std::filesystem::create_directories(staging);
-  DeployResult result;
-  try {
-    result = writeDeployFiles(model, deployable, staging, writers);
-    for (std::string& f : result.files) {
-      const std::string final_path = fileIn(out_dir, std::filesystem::path(f).filename().string());
-      std::filesystem::rename(f, final_path);
-      f = final_path;
-    }
-    // Files a writer produced without listing them (external tensor data beside a model).
-    for (const auto& entry : std::filesystem::directory_iterator(staging)) {
-      std::filesystem::rename(entry.path(),
-                              std::filesystem::path(out_dir) / entry.path().filename());
-    }
-  } catch (...) {
-    std::filesystem::remove_all(staging);
-    throw;
-  }
-  std::filesystem::remove_all(staging);
+  // activations, say): written into the staging directory, a refusal leaves nothing behind.
+  OutputDirectory out(out_dir, OutputDirectory::kDeployRole, {OutputDirectory::kDeployRole});
+  DeployResult result = writeDeployFiles(model, out.staging(), writers);
+  for (std::string& f : result.files)
+    f = out.finalPath(f);
+  out.commit();
   return result;
 }
 

@@ -6,7 +6,7 @@
 //   4. write the backend's own format (its "deploy_format" writer)
 //   5. write deploy.json: the files, every tensor's encoding, and each quantizer's integer tensor
 //      in the ONNX models (what `qforge verify` compares)
-// Every file is written atomically.
+// deployPreparedModel writes the directory as one unit.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -29,6 +29,13 @@ struct DeployResult {
 // point 0, bit widths of the first/last layers are the user's business).
 void checkBackendConstraints(const QuantTable& table, const backends::BackendConfig& backend);
 
+// Writes the deploy files into `dir` as they come (a scratch or staging directory).
+DeployResult writeDeployFiles(passes::PreparedModel& model, const std::string& dir,
+                              const WriterRegistry& writers);
+DeployResult writeDeployFiles(passes::PreparedModel& model, const std::string& dir);
+
+// Writes the deploy files into `out_dir` as one unit (core/output_dir.h): the old deploy files
+// there are replaced, other files stay, and a failure or a kill leaves `out_dir` as it was.
 DeployResult deployPreparedModel(passes::PreparedModel& model, const std::string& out_dir,
                                  const WriterRegistry& writers);
 // The same with every built-in format writer (registerBuiltinWriters).

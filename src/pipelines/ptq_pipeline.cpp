@@ -14,6 +14,9 @@
 #include "backends/backend_config.h"
 #include "core/error.h"
 #include "core/files.h"
+#include "core/json_reader.h"
+#include "core/output_dir.h"
+#include "core/resource_limits.h"
 #include "deploy/deploy.h"
 #include "deploy/qdq_onnx.h"
 #include "ir/onnx_import.h"
@@ -123,47 +126,41 @@ Evaluation evaluate(const PtqOptions& o, const Graph& float_graph, passes::Prepa
   return e;
 }
 
-// Every file written beside its final name and renamed into place. Deploy goes first: it checks
-// the backend's constraints before writing anything, so a model the backend cannot take (a
-// config broke one of them) leaves no files at all. report.json is the caller's, last.
-void writeOutputs(const PtqOptions& o, passes::PreparedModel& model, PtqReport& report) {
+// Every file written into the staging directory, which becomes the output directory in one step
+// once report.json is there too (core/output_dir.h). Deploy goes first: it checks the backend's
+// constraints before writing anything, so a model the backend cannot take (a config broke one of
+// them) changes nothing. Paths in the report are the final ones.
+void writeOutputs(const PtqOptions& o, passes::PreparedModel& model, OutputDirectory& out,
+                  PtqReport& report) {
   std::vector<std::string> written;
   if (o.deploy) {
-    const deploy::DeployResult deployed = deploy::deployPreparedModel(model, o.out);
-    written = deployed.files;
+    const deploy::DeployResult deployed = deploy::writeDeployFiles(model, out.staging());
+    for (const std::string& f : deployed.files) {
+      out.setRole(std::filesystem::path(f).filename().string(), OutputDirectory::kDeployRole);
+      written.push_back(f);
+    }
     report.deploy_notes = deployed.notes;
   }
-  std::filesystem::create_directories(o.out);
-  const std::string table_path = (std::filesystem::path(o.out) / "quantizers.json").string();
+  const std::string table_path =
+      (std::filesystem::path(out.staging()) / "quantizers.json").string();
   writeFileAtomically(
       table_path,
       nlohmann::json{{"backend", report.backend}, {"quantizers", report.quantizers}}.dump(2) +
           "\n");
   written.push_back(table_path);
   for (const std::string& f :
-       passes::savePreparedModel(model, backends::resolveBackendDocument(o.backend), o.out))
+       passes::savePreparedModel(model, backends::resolveBackendDocument(o.backend), out.staging()))
     written.push_back(f);
-  report.files = written;
+  written.push_back((std::filesystem::path(out.staging()) / "report.json").string());
+  report.files.clear();
+  for (const std::string& f : written)
+    report.files.push_back(out.finalPath(f));
 }
 
 }  // namespace
 
 int64_t parseByteSize(const std::string& text) {
-  size_t used = 0;
-  double value = -1;
-  try {
-    value = std::stod(text, &used);
-  } catch (const std::exception&) {
-  }
-  const std::string suffix = text.substr(std::min(used, text.size()));
-  const double unit = suffix.empty() || suffix == "B"    ? 1
-                      : suffix == "K" || suffix == "KiB" ? 1024.0
-                      : suffix == "M" || suffix == "MiB" ? 1024.0 * 1024
-                      : suffix == "G" || suffix == "GiB" ? 1024.0 * 1024 * 1024
-                                                         : -1;
-  require(value >= 0 && unit > 0,
-          "--cache-limit '" + text + "' is not a size; write bytes or e.g. 512M, 4G");
-  return static_cast<int64_t>(value * unit);
+  return qforge::parseByteSize(text, "--cache-limit");
 }
 
 algos::ReconstructionConfig reconstructionSettings(const PtqOptions& o) {
@@ -173,12 +170,8 @@ algos::ReconstructionConfig reconstructionSettings(const PtqOptions& o) {
     const bool yaml =
         o.algo_config.size() > 5 && (o.algo_config.substr(o.algo_config.size() - 5) == ".yaml" ||
                                      o.algo_config.substr(o.algo_config.size() - 4) == ".yml");
-    nlohmann::json j;
-    try {
-      j = yaml ? passes::yamlToJson(text, o.algo_config) : nlohmann::json::parse(text);
-    } catch (const nlohmann::json::exception& e) {
-      throw Error(o.algo_config + ": not valid JSON (" + e.what() + ")");
-    }
+    const nlohmann::json j =
+        yaml ? passes::yamlToJson(text, o.algo_config) : parseJson(text, o.algo_config);
     algos::applyReconstructionKeys(c, j, o.algo_config);
   }
   require(o.iters >= 0, "--iters must be positive");
@@ -207,6 +200,9 @@ PtqResult runPtqPipeline(const PtqOptions& o, const ProgressCallback& progress) 
   PtqResult result;
   PtqReport& report = result.report;
   const backends::BackendConfig backend = backends::loadBackend(o.backend);
+  // Locked now, so a second run writing the same directory is refused before any work.
+  OutputDirectory out(o.out, OutputDirectory::kModelRole,
+                      {OutputDirectory::kModelRole, OutputDirectory::kDeployRole});
   passes::PrepareOptions prepare_options;
   prepare_options.passes = preparePassList(o);
   prepare_options.pass_registry = &algos::builtinPasses();
@@ -253,13 +249,13 @@ PtqResult runPtqPipeline(const PtqOptions& o, const ProgressCallback& progress) 
   report.quantizers = deploy::quantizerTable(model);
   if (!o.eval.empty()) report.evaluation = evaluate(o, float_graph, model, progress);
 
-  writeOutputs(o, model, report);
-  const std::string report_path = (std::filesystem::path(o.out) / "report.json").string();
-  report.files.push_back(report_path);
+  writeOutputs(o, model, out, report);
   report.threads = at::get_num_threads();
   report.peak_rss_bytes = peakResidentBytes();
   report.total_seconds = secondsSince(start);
-  writeFileAtomically(report_path, ptqReportJson(report).dump(2) + "\n");
+  writeFileAtomically((std::filesystem::path(out.staging()) / "report.json").string(),
+                      ptqReportJson(report).dump(2) + "\n");
+  out.commit();
   return result;
 }
 

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <optional>
+#include <set>
 
 #include "algos/algo_passes.h"
 #include "algos/calibrate.h"
@@ -13,6 +14,7 @@
 #include "backends/backend_config.h"
 #include "core/error.h"
 #include "core/files.h"
+#include "core/output_dir.h"
 #include "deploy/deploy.h"
 #include "ir/onnx_import.h"
 #include "passes/prepared_io.h"
@@ -58,7 +60,8 @@ struct QatRun {
   std::unique_ptr<algos::ProcessGroup> own_group;
   algos::ProcessGroup* group = nullptr;
   int rank = 0, world_size = 1;
-  bool lead = true;  // rank 0 evaluates and writes
+  bool lead = true;                        // rank 0 evaluates and writes
+  std::optional<OutputDirectory> out_dir;  // rank 0's, locked from the start
   backends::BackendConfig backend;
   passes::PrepareOptions prepare_options;
   std::optional<Graph> float_graph;
@@ -96,6 +99,13 @@ void settle(QatRun& run) {
   run.rank = run.group ? run.group->rank() : o.distributed.rank;
   run.world_size = run.group ? run.group->worldSize() : o.distributed.world_size;
   run.lead = run.rank == 0;
+  // The checkpoint is written in place during training (whole each time, for --resume); every
+  // other file goes into the staging directory and appears with the others at the end.
+  if (run.lead) {
+    run.out_dir.emplace(
+        run.out, OutputDirectory::kModelRole,
+        std::set<std::string>{OutputDirectory::kModelRole, OutputDirectory::kDeployRole});
+  }
   run.backend = backends::loadBackend(o.backend);
   run.prepare_options.passes = o.passes;
   run.prepare_options.pass_registry = &algos::builtinPasses();
@@ -120,7 +130,7 @@ void checkDeployable(QatRun& run, const std::shared_ptr<data::Dataset>& calib_da
       calib_data, loaderOptionsFor(*run.float_graph, run.o.calib_batch, run.o.calib_batch));
   algos::calibrate(*probe, one_batch, 1);
   TempDir dry_run("qat-deploy-check");
-  deploy::deployPreparedModel(*probe, dry_run.path());
+  deploy::writeDeployFiles(*probe, dry_run.path());
 }
 
 // Prepared with simulated BN folding and calibrated on the first batches of the calibration data
@@ -236,22 +246,29 @@ void finish(QatRun& run, algos::QatTrainer& trainer) {
   if (run.eval_loader)
     report.qat_top1 = top1Percent(*run.eval_loader, forwardOf(model.executor(), model.graph()));
   if (!run.lead) return;
+  OutputDirectory& out = *run.out_dir;
   std::vector<std::string> written;
   if (o.deploy) {
-    const deploy::DeployResult deployed = deploy::deployPreparedModel(model, run.out);
-    written = deployed.files;
+    const deploy::DeployResult deployed = deploy::writeDeployFiles(model, out.staging());
+    for (const std::string& f : deployed.files) {
+      out.setRole(std::filesystem::path(f).filename().string(), OutputDirectory::kDeployRole);
+      written.push_back(out.finalPath(f));
+    }
     report.deploy_notes = deployed.notes;
   }
   for (const std::string& f :
-       passes::savePreparedModel(model, backends::resolveBackendDocument(o.backend), run.out))
-    written.push_back(f);
+       passes::savePreparedModel(model, backends::resolveBackendDocument(o.backend), out.staging()))
+    written.push_back(out.finalPath(f));
+  out.keepWrittenInPlace(std::filesystem::path(run.config.checkpoint_path).filename().string(),
+                         OutputDirectory::kModelRole);
   written.push_back(run.config.checkpoint_path);
   if (!o.csv.empty()) written.push_back(o.csv);
-  const std::string report_path = (std::filesystem::path(run.out) / "report.json").string();
-  written.push_back(report_path);
+  const std::string report_path = (std::filesystem::path(out.staging()) / "report.json").string();
+  written.push_back(out.finalPath(report_path));
   report.files = written;
   report.total_seconds = secondsSince(run.start);
   writeFileAtomically(report_path, qatReportJson(report).dump(2) + "\n");
+  out.commit();
 }
 
 }  // namespace

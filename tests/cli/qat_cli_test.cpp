@@ -3,7 +3,6 @@
 // SIGKILL mid-epoch (the last checkpoint is whole and the run finishes the same), and bad input.
 #include <gtest/gtest.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <nlohmann/json.hpp>
 
@@ -22,8 +21,6 @@
 #include "support/cli_runner.h"
 #include "support/onnx_builder.h"
 
-extern char** environ;
-
 namespace qforge::testing {
 namespace {
 
@@ -38,23 +35,6 @@ std::string zoo(const std::string& name) {
 std::string shortRun(const std::string& out, int epochs) {
   return "qat " + zoo("resnet") + " --backend TensorRT --limit 384 --batch 32 --epochs " +
          std::to_string(epochs) + " --calib-batches 1 --calib-batch 32 --lr 0.0005 --out " + out;
-}
-
-// Starts qforge in the background (one thread, output to `log`) and returns its pid.
-pid_t spawnCli(const std::string& args, const std::string& log) {
-  const std::string command = "exec env QFORGE_NUM_THREADS=1 " + std::string(QFORGE_CLI) + " " +
-                              args + " >" + log + " 2>&1";
-  const char* argv[] = {"sh", "-c", command.c_str(), nullptr};
-  pid_t pid = 0;
-  EXPECT_EQ(posix_spawn(&pid, "/bin/sh", nullptr, nullptr, const_cast<char**>(argv), environ), 0);
-  return pid;
-}
-
-int waitExit(pid_t pid, bool* signalled = nullptr) {
-  int status = 0;
-  waitpid(pid, &status, 0);
-  if (signalled) *signalled = WIFSIGNALED(status);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
 // Waits until `path` exists (the first epoch's checkpoint), at most 120 s.

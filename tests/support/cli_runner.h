@@ -1,6 +1,7 @@
 // Runs the qforge binary (QFORGE_CLI) as a user would, for the CLI tests.
 #pragma once
 
+#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -12,6 +13,8 @@
 #include <iterator>
 #include <string>
 #include <vector>
+
+extern char** environ;
 
 namespace qforge::testing {
 
@@ -53,6 +56,26 @@ inline CliStreams runCliStreams(const std::string& args, const std::string& env 
   const std::string err((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   std::remove(err_path);
   return {r.exit_code, r.out, err};
+}
+
+// Starts qforge in the background (one thread, output to `log`) and returns its pid; -1 when it
+// cannot be started.
+inline pid_t spawnCli(const std::string& args, const std::string& log) {
+  const std::string command = "exec env QFORGE_NUM_THREADS=1 " + std::string(QFORGE_CLI) + " " +
+                              args + " >" + log + " 2>&1";
+  const char* argv[] = {"sh", "-c", command.c_str(), nullptr};
+  pid_t pid = 0;
+  if (posix_spawn(&pid, "/bin/sh", nullptr, nullptr, const_cast<char**>(argv), environ) != 0)
+    return -1;
+  return pid;
+}
+
+// The exit code of a spawned run (128 + the signal when one ended it).
+inline int waitExit(pid_t pid, bool* signalled = nullptr) {
+  int status = 0;
+  waitpid(pid, &status, 0);
+  if (signalled) *signalled = WIFSIGNALED(status);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
 // Every qforge command, in the order `qforge help` lists them.
