@@ -19,11 +19,16 @@ CommandTable registerCommands(CLI::App& app) {
   table.push_back(addConvertCommand(app));
   table.push_back(addHelpCommand(app));
   table.push_back(addCompletionCommand(app));
+  for (const auto& [command, run] : table) {
+    const std::string& name = command->get_name();
+    if (name != "convert" && name != "help" && name != "completion") addLimitOptions(command);
+  }
   return table;
 }
 
 int runSelected(const CLI::App& app, const CommandTable& commands) {
   (void)app;
+  applyLimitOptions();
   for (const auto& [sub, run] : commands) {
     if (sub->parsed()) return run();
   }
@@ -50,6 +55,13 @@ std::string commandWordError(const CLI::App& app, int argc, const char* const* a
     return "unknown command '" + word + "'; " + known;
   }
   return "";
+}
+
+std::string helpCommandFor(const CLI::App& app) {
+  for (const CLI::App* command : commandsOf(app)) {
+    if (command->parsed()) return "qforge " + command->get_name() + " --help";
+  }
+  return "qforge --help";
 }
 
 void addBackendOption(CLI::App* command, std::string& backend) {

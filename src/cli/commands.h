@@ -25,6 +25,9 @@ std::vector<const CLI::App*> commandsOf(const CLI::App& app);
 // the top-level help.
 std::string commandWordError(const CLI::App& app, int argc, const char* const* argv);
 
+// "qforge COMMAND --help" for the command the command line chose ("qforge --help" before one).
+std::string helpCommandFor(const CLI::App& app);
+
 // Value type names (`->type_name(...)`) shown in --help and the man pages. The bash completion
 // goes by them (completion.cpp): paths for FILE, DIR, PATH and SOURCE, names for BACKEND, FORMAT,
 // TOPIC and SHELL, nothing for other types; so an option taking a path declares one of these.
@@ -46,6 +49,11 @@ inline bool takesValue(const CLI::Option& opt) {
 
 // The required --backend option of the commands that prepare a model: a built-in name or a file.
 void addBackendOption(CLI::App* command, std::string& backend);
+
+// The resource-limit flags (limit_options.cpp) on a command that reads models, and applying what
+// they said (after parsing; throws Error for a bad size).
+void addLimitOptions(CLI::App* command);
+void applyLimitOptions();
 
 // One registration function per subcommand file.
 std::pair<CLI::App*, std::function<int()>> addConvertCommand(CLI::App& app);

@@ -24,7 +24,12 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // --help and --version are "errors" that exit 0; the rest are usage errors: one line, exit 2,
+    // like every other bad input.
+    if (e.get_exit_code() == 0) return app.exit(e);
+    std::cerr << "qforge: error: " << qforge::printable(e.what()) << "; see `"
+              << qforge::cli::helpCommandFor(app) << "`\n";
+    return 2;
   }
   try {
     qforge::configureThreads();

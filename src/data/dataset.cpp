@@ -340,7 +340,11 @@ std::shared_ptr<Dataset> openDataset(const std::string& spec, const DataOptions&
   const std::string dir = startsWith(spec, "folder:") ? spec.substr(7) : spec;
   std::error_code ec;
   if (fs::is_directory(dir, ec)) return openFolder(dir, options.image);
-  if (!fs::exists(dir, ec)) throw Error("data source '" + spec + "' not found");
+  if (!fs::exists(dir, ec)) {
+    throw Error("data source '" + spec +
+                "' not found: no such file or folder, and no known prefix (fashion-mnist:, idx:, "
+                "npy:, npz:, list:, folder:, random:, const:); see `qforge help data`");
+  }
   throw Error("cannot tell what kind of data '" + spec +
               "' is: name it idx:FILE, npy:FILE, npz:FILE, list:FILE, folder:DIR or random:normal");
 }

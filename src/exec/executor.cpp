@@ -8,6 +8,7 @@
 #include <unordered_set>
 
 #include "core/error.h"
+#include "core/resource_limits.h"
 #include "ir/captured_values.h"
 #include "ir/onnx_import.h"
 
@@ -222,6 +223,9 @@ std::vector<at::Tensor> runHalfInFloat32(const OpInfo& info, const OpContext& ct
 }  // namespace
 
 TensorMap Executor::runSteps(const TensorMap& feeds, const std::vector<const Value*>& wanted) {
+  // A Reshape, Expand or ConstantOfShape may ask for any size at run time: refused before it
+  // is allocated (core/resource_limits.h), naming the node below.
+  TensorAllocationLimit allocation_limit;
   // Which nodes are needed: walk back from the wanted values, stopping at fed values.
   std::unordered_set<const Node*> needed;
   std::vector<const Value*> work(wanted.begin(), wanted.end());
@@ -278,6 +282,8 @@ TensorMap Executor::runSteps(const TensorMap& feeds, const std::vector<const Val
       }
       try {
         results = s.half_via_float ? runHalfInFloat32(*s.info, ctx) : s.info->run(ctx);
+      } catch (const ResourceLimitError& e) {
+        throw e.within(s.node->describe());
       } catch (const Error&) {
         throw;
       } catch (const std::exception& e) {

@@ -4,6 +4,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 
 #include "core/error.h"
+#include "core/resource_limits.h"
 
 namespace qforge {
 
@@ -25,6 +26,8 @@ TensorMap sampleInputs(const Graph& graph, int64_t batch, bool override_batch, u
       }
     }
     const auto type = toScalarType(v->type.dtype);
+    requireTensorBytes(tensorBytes(shape, static_cast<int64_t>(c10::elementSize(type))),
+                       "a sample for input '" + v->name() + "'");
     if (at::isFloatingType(type)) {
       feeds[v->name()] = at::randn(shape, gen, at::TensorOptions().dtype(at::kFloat)).to(type);
     } else {

@@ -15,6 +15,7 @@
 #include "core/error.h"
 #include "core/utf8.h"
 #include "ir/captured_values.h"
+#include "ir/model_limits.h"
 #include "ir/onnx_export.h"
 #include "ir/onnx_tensor.h"
 #include "ir/verifier.h"
@@ -275,6 +276,7 @@ Graph importOnnxModel(onnx::ModelProto& model, const std::string& base_dir,
                       const ImportOptions& options) {
   require(model.has_graph(), "the model has no graph; it is not an ONNX model");
   require(model.ir_version() > 0, "the model has no ir_version; it is not an ONNX model");
+  checkModelLimits(model.graph());  // before shape inference walks it
   if (options.infer_shapes) {
     // Shape inference is advisory: a model it cannot type is still a model we can run.
     try {

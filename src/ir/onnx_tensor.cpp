@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "core/files.h"
+#include "core/resource_limits.h"
 #include "ir/dtype.h"
 
 namespace qforge {
@@ -86,6 +87,7 @@ at::Tensor tensorFromProto(const onnx::TensorProto& proto, const std::string& ba
           what + ": element type " + dtypeName(dtype) + " is not supported by qforge's runtime");
   const c10::ScalarType type = toScalarType(dtype);
   const std::vector<int64_t> dims = dimsOf(proto, what);
+  requireTensorBytes(tensorBytes(dims, static_cast<int64_t>(c10::elementSize(type))), what);
   const int64_t count = elementCount(dims);
   const auto options = at::TensorOptions().dtype(type);
 
