@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
 # Installs qforge's Debian dependencies. Idempotent: does nothing when they are all present.
+#   scripts/install-deps.sh [--sanitize]   --sanitize: also the Clang toolchain of the ASan+UBSan
+#                                          and libFuzzer build (scripts/sanitize.sh, fuzz.sh)
 set -euo pipefail
 
 packages=(
@@ -20,6 +22,13 @@ packages=(
   # dpkg-dev in already; named for that tool).
   dpkg-dev
 )
+
+# Only for the instrumented build: Clang, its sanitizer and libFuzzer runtimes (libclang-rt-14-dev
+# has libclang_rt.fuzzer, so -fsanitize=fuzzer needs no libfuzzer-14-dev), llvm-symbolizer for
+# file:line in sanitizer reports (llvm-14).
+if [ "${1:-}" = "--sanitize" ]; then
+  packages+=(clang-14 libclang-rt-14-dev llvm-14)
+fi
 
 missing=()
 for p in "${packages[@]}"; do

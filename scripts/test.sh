@@ -1,8 +1,14 @@
 #!/usr/bin/env bash
 # Builds qforge, installs ONNX Runtime for Node.js into build/ort, and runs the whole test suite
-# (unit tests, ONNX conformance, reference models).
+# (unit tests, ONNX conformance, reference models, fuzz corpus replays).
+#   scripts/test.sh [CTEST_ARGS...]
+#   scripts/test.sh --sanitize [CTEST_ARGS...]   the same under ASan+UBSan (scripts/sanitize.sh)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+if [ "${1:-}" = --sanitize ]; then
+  shift
+  exec scripts/sanitize.sh "$@"
+fi
 scripts/build.sh
 # ONNX Runtime for the verify tests (build/ort; the tests default to it). Without network this
 # fails and those tests fail with the install command to run.

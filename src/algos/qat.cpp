@@ -136,28 +136,46 @@ void QatTrainer::saveCheckpoint() {
 
 void QatTrainer::resume(const std::string& checkpoint_path) {
   const QatCheckpoint c = loadQatCheckpoint(checkpoint_path);
-  requireSameQatSettings(
-      c.settings, qatSettingsJson(model_, params_, config_, group_ ? group_->worldSize() : 1),
-      checkpoint_path);
-  at::NoGradGuard no_grad;
-  restoreQatModelState(c, model_, checkpoint_path);
-  // Loading state may have replaced the quantizers' parameter tensors: collect them again.
-  refreshQuantizerParameters(model_, params_);
-  buildOptimizer();
-  optimizer_->loadState(c.optimizer);
-  if (c.rng_state.numel() > 0) {
-    at::Generator generator = at::detail::getDefaultCPUGenerator();
-    generator.set_state(c.rng_state);
+  // The state comes from the file: libtorch refusing a piece of it (an RNG state of the wrong
+  // size, a tensor of the wrong type) is a damaged checkpoint, said in one line rather than an
+  // internal error (issue #22).
+  try {
+    requireSameQatSettings(
+        c.settings, qatSettingsJson(model_, params_, config_, group_ ? group_->worldSize() : 1),
+        checkpoint_path);
+    at::NoGradGuard no_grad;
+    restoreQatModelState(c, model_, checkpoint_path);
+    // Loading state may have replaced the quantizers' parameter tensors: collect them again.
+    refreshQuantizerParameters(model_, params_);
+    buildOptimizer();
+    optimizer_->loadState(c.optimizer);
+    if (c.rng_state.numel() > 0) {
+      at::Generator generator = at::detail::getDefaultCPUGenerator();
+      generator.set_state(c.rng_state);
+    }
+    require(c.epoch >= 0 && c.step_in_epoch >= 0 && c.global_step >= 0,
+            "checkpoint " + checkpoint_path + ": negative epoch or step");
+    epoch_ = c.epoch;
+    step_in_epoch_ = c.step_in_epoch;
+    global_step_ = c.global_step;
+    require(c.epoch_sums.numel() == static_cast<int64_t>(epoch_sums_.size()),
+            "checkpoint " + checkpoint_path + ": epoch sums have the wrong size");
+    for (size_t i = 0; i < epoch_sums_.size(); ++i)
+      epoch_sums_[i] = c.epoch_sums[i].item<double>();
+    try {
+      history_ = parseQatHistory(c.history);
+    } catch (const Error& e) {
+      throw e.within("checkpoint " + checkpoint_path);
+    }
+    resumed_ = true;
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    const std::string what = e.what();
+    throw Error("checkpoint " + checkpoint_path + " does not fit this run (" +
+                what.substr(0, what.find('\n')) +
+                "); it was not written by qforge qat, or is damaged");
   }
-  epoch_ = c.epoch;
-  step_in_epoch_ = c.step_in_epoch;
-  global_step_ = c.global_step;
-  require(c.epoch_sums.numel() == static_cast<int64_t>(epoch_sums_.size()),
-          "checkpoint " + checkpoint_path + ": epoch sums have the wrong size");
-  for (size_t i = 0; i < epoch_sums_.size(); ++i)
-    epoch_sums_[i] = c.epoch_sums[i].item<double>();
-  history_ = parseQatHistory(c.history);
-  resumed_ = true;
 }
 
 struct QatTrainer::Run {

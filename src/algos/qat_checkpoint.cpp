@@ -2,14 +2,21 @@
 
 #include <ATen/core/Dict.h>
 #include <ATen/core/ivalue.h>
+#include <caffe2/serialize/inline_container.h>
+#include <caffe2/serialize/read_adapter_interface.h>
+#include <torch/csrc/jit/serialization/import_read.h>
 #include <torch/csrc/jit/serialization/pickle.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <cstring>
 #include <filesystem>
+#include <memory>
 #include <vector>
 
 #include "core/error.h"
 #include "core/files.h"
+#include "core/json_reader.h"
 #include "core/strings.h"
 
 namespace qforge::algos {
@@ -19,6 +26,35 @@ namespace {
 constexpr const char* kFormat = "qforge.qat_checkpoint.v1";
 
 using TensorDict = c10::Dict<std::string, at::Tensor>;
+
+// The checkpoint's bytes for libtorch's zip reader. torch::jit::pickle_load's own VectorReader
+// (libtorch 1.13) copies whatever range the reader asks for, past the end of the data when a
+// damaged archive's directory points there (a fuzzed checkpoint: heap-buffer-overflow, issue
+// #22). This one returns the bytes there are, as libtorch's FileAdapter does, and the zip reader
+// then refuses the file with an error.
+class BoundedReader : public caffe2::serialize::ReadAdapterInterface {
+ public:
+  explicit BoundedReader(const std::string& bytes) : bytes_(bytes) {}
+  size_t size() const override { return bytes_.size(); }
+  size_t read(uint64_t pos, void* buf, size_t n, const char* /*what*/) const override {
+    if (pos >= bytes_.size()) return 0;
+    n = std::min<size_t>(n, bytes_.size() - pos);
+    std::memcpy(buf, bytes_.data() + pos, n);
+    return n;
+  }
+
+ private:
+  const std::string& bytes_;
+};
+
+// What torch::jit::pickle_load does, through BoundedReader.
+c10::IValue unpickle(const std::string& bytes) {
+  caffe2::serialize::PyTorchStreamReader reader(std::make_shared<BoundedReader>(bytes));
+  return torch::jit::readArchiveAndTensors("data", /*pickle_prefix=*/"", /*tensor_prefix=*/"",
+                                           /*type_resolver=*/c10::nullopt,
+                                           /*obj_loader=*/c10::nullopt, /*device=*/c10::nullopt,
+                                           reader);
+}
 
 TensorDict toDict(const std::map<std::string, at::Tensor>& tensors) {
   TensorDict dict;
@@ -69,7 +105,7 @@ QatCheckpoint loadQatCheckpoint(const std::string& path) {
   const std::string text = readFile(path);
   QatCheckpoint c;
   try {
-    const c10::IValue root = torch::jit::pickle_load(std::vector<char>(text.begin(), text.end()));
+    const c10::IValue root = unpickle(text);
     const auto dict = root.toGenericDict();
     require(dict.contains("format") && dict.at("format").toStringRef() == kFormat,
             "not a qforge QAT checkpoint");
@@ -131,7 +167,18 @@ std::string qatSettingsJson(const passes::PreparedModel& model, const QatParamet
 
 void requireSameQatSettings(const std::string& saved_text, const std::string& now_text,
                             const std::string& checkpoint_path) {
-  const nlohmann::json saved = nlohmann::json::parse(saved_text);
+  // The saved settings come from the file: anything but a JSON object is a damaged checkpoint
+  // (nlohmann's exception escaped as an internal error; issue #22).
+  nlohmann::json saved;
+  try {
+    saved = nlohmann::json::parse(saved_text);
+  } catch (const nlohmann::json::exception& e) {
+    throw Error("checkpoint " + checkpoint_path + ": its settings are not valid JSON (" +
+                jsonReason(e) + "); it was not written by qforge qat, or is damaged");
+  }
+  require(saved.is_object(), "checkpoint " + checkpoint_path +
+                                 ": its settings are not a JSON object; it was not written by "
+                                 "qforge qat, or is damaged");
   const nlohmann::json now = nlohmann::json::parse(now_text);
   std::vector<std::string> differences;
   for (const auto& [key, value] : now.items()) {
@@ -162,18 +209,26 @@ std::string qatHistoryJson(const std::vector<QatEpochResult>& history) {
 }
 
 std::vector<QatEpochResult> parseQatHistory(const std::string& json) {
+  // From a checkpoint file: checked (a const json's operator[] on a missing key is undefined
+  // behaviour, and nlohmann's exceptions would escape as internal errors; issue #22).
   std::vector<QatEpochResult> history;
-  for (const auto& e : nlohmann::json::parse(json)) {
-    QatEpochResult r;
-    r.epoch = e["epoch"];
-    r.loss = e["loss"];
-    r.train_top1 = e["train_top1"];
-    r.eval_metric = e["eval_metric"];
-    r.lr = e["lr"];
-    r.seconds = e["seconds"];
-    r.steps = e["steps"];
-    r.bn_frozen = e["bn_frozen"];
-    history.push_back(r);
+  try {
+    const nlohmann::json list = nlohmann::json::parse(json);
+    require(list.is_array(), "the QAT metric history is not a JSON list");
+    for (const auto& e : list) {
+      QatEpochResult r;
+      r.epoch = e.at("epoch").get<int64_t>();
+      r.loss = e.at("loss").get<double>();
+      r.train_top1 = e.at("train_top1").get<double>();
+      r.eval_metric = e.at("eval_metric").get<double>();
+      r.lr = e.at("lr").get<double>();
+      r.seconds = e.at("seconds").get<double>();
+      r.steps = e.at("steps").get<int64_t>();
+      r.bn_frozen = e.at("bn_frozen").get<bool>();
+      history.push_back(r);
+    }
+  } catch (const nlohmann::json::exception& e) {
+    throw Error("the QAT metric history is malformed (" + jsonReason(e) + ")");
   }
   return history;
 }

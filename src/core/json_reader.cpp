@@ -108,12 +108,23 @@ void JsonReader::finish(const std::vector<std::string>& also_known) const {
   }
 }
 
+std::string jsonReason(const nlohmann::json::exception& e) {
+  const std::string what = e.what();
+  const size_t end = what.find("] ");
+  return what.rfind("[json.exception.", 0) == 0 && end != std::string::npos ? what.substr(end + 2)
+                                                                            : what;
+}
+
 nlohmann::json parseJson(const std::string& text, const std::string& where) {
   try {
     return nlohmann::json::parse(text);
   } catch (const nlohmann::json::parse_error& e) {
     throw Error(where + ": not valid JSON at byte " + std::to_string(e.byte) +
                 ": fix the syntax there");
+  } catch (const nlohmann::json::exception& e) {
+    // A number beyond double's range ("1e999") is out_of_range, not a parse_error (it escaped as
+    // an internal error, found by fuzzing, issue #22).
+    throw Error(where + ": not valid JSON (" + jsonReason(e) + ")");
   }
 }
 

@@ -47,5 +47,7 @@ class JsonReader {
 
 // Parses JSON text; a syntax error throws qforge::Error naming `where` and the byte offset.
 nlohmann::json parseJson(const std::string& text, const std::string& where);
+// nlohmann's message without its "[json.exception.type.NNN] " prefix, for one-line errors.
+std::string jsonReason(const nlohmann::json::exception& e);
 
 }  // namespace qforge

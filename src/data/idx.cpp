@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "data/model_sources.h"
 
 namespace qforge::data {
 
@@ -104,10 +105,19 @@ IdxFile::IdxFile(const std::string& path) : path_(path), source_(path) {
   const int ndim = magic[3];
   std::vector<unsigned char> header(4 * ndim);
   source_.read(4, 4 * ndim, header.data());
+  // Dims are up to 2^32 - 1 each: their product is checked before it can overflow (a fuzzed
+  // header overflowed int64_t, issue #22). The data must fit a file offset.
+  constexpr int64_t kMaxBytes = int64_t{1} << 48;
+  int64_t total = 1;
   for (int i = 0; i < ndim; ++i) {
     const unsigned char* b = &header[4 * i];
     dims_.push_back((int64_t{b[0]} << 24) | (int64_t{b[1]} << 16) | (int64_t{b[2]} << 8) | b[3]);
-    if (i > 0) record_bytes_ *= dims_.back();
+    const bool overflow =
+        (i > 0 && (__builtin_mul_overflow(record_bytes_, dims_.back(), &record_bytes_) ||
+                   record_bytes_ > kMaxBytes)) ||
+        __builtin_mul_overflow(total, dims_.back(), &total) || total > kMaxBytes;
+    require(!overflow, "'" + path + "': IDX dims " + shapeText(dims_) +
+                           " hold more bytes than any file can (corrupt header)");
   }
   data_offset_ = 4 + 4 * ndim;
   // An uncompressed file's size is known now; a gzipped one is checked as it is inflated.

@@ -33,11 +33,52 @@ const char* channelWord(int64_t c) {
   }
 }
 
+// Debian 12's stb_image (2.27) builds a JPEG Huffman table from a DHT segment's 16 code counts
+// without checking that they add up to at most 256, and writes past the table when they do not
+// (stb 2.28 refuses such a file; a fuzzed JPEG found it, issue #22). This walks the file's
+// segments as stb does (a DHT's tables are read while its length lasts, each 17 bytes plus its
+// codes) and refuses the file first.
+void checkJpegHuffmanTables(const std::string& bytes, const std::string& path) {
+  const auto byte = [&](size_t i) { return i < bytes.size() ? uint8_t(bytes[i]) : uint8_t{0}; };
+  // stb takes any run of 0xFF fill bytes before a marker, the start-of-image one too.
+  size_t i = 1;
+  while (byte(0) == 0xFF && i < bytes.size() && byte(i) == 0xFF)
+    ++i;
+  if (byte(0) != 0xFF || byte(i) != 0xD8) return;  // not a JPEG
+  ++i;
+  while (i + 1 < bytes.size()) {
+    const uint8_t marker = byte(i + 1);
+    // Outside segments: entropy-coded data, fill bytes, stuffed zeros, restart markers.
+    if (byte(i) != 0xFF || marker == 0xFF || marker == 0x00 || marker == 0x01 || marker == 0xD8 ||
+        (marker >= 0xD0 && marker <= 0xD7)) {
+      ++i;
+      continue;
+    }
+    if (marker == 0xD9) return;  // end of image
+    const int64_t length = (int64_t{byte(i + 2)} << 8) | byte(i + 3);
+    if (marker == 0xC4) {
+      size_t p = i + 4;
+      for (int64_t left = length - 2; left > 0 && p < bytes.size();) {
+        int codes = 0;
+        for (size_t k = 1; k <= 16; ++k)
+          codes += byte(p + k);
+        require(codes <= 256, "cannot decode image '" + path +
+                                  "': corrupt JPEG (a Huffman table declares " +
+                                  std::to_string(codes) + " codes, at most 256 exist)");
+        p += 17 + static_cast<size_t>(codes);
+        left -= 17 + codes;
+      }
+    }
+    i += 2 + static_cast<size_t>(length);
+  }
+}
+
 }  // namespace
 
 at::Tensor decodeImage(const std::string& path) {
   const std::string bytes = readFile(path);
   require(!bytes.empty(), "cannot decode image '" + path + "': the file is empty");
+  checkJpegHuffmanTables(bytes, path);
   int w = 0, h = 0, c = 0;
   stbi_uc* pixels = stbi_load_from_memory(reinterpret_cast<const stbi_uc*>(bytes.data()),
                                           static_cast<int>(bytes.size()), &w, &h, &c, 0);
@@ -72,6 +113,10 @@ void ImageOptions::validate() const {
 at::Tensor transformImage(const at::Tensor& pixels, const ImageOptions& o,
                           const std::string& origin) {
   const int64_t c = pixels.size(2);
+  // stb decodes some files to 0 rows or columns: the resize divided by zero (issue #22).
+  require(pixels.size(0) > 0 && pixels.size(1) > 0 && c > 0,
+          origin + ": the image has no pixels (" + std::to_string(pixels.size(0)) + "x" +
+              std::to_string(pixels.size(1)) + ")");
   if (o.channels > 0 && c != o.channels) {
     throw Error(origin + ": image has " + std::to_string(c) + " channel" + (c == 1 ? "" : "s") +
                 channelWord(c) + ", the model wants " + std::to_string(o.channels) +

@@ -129,7 +129,9 @@ std::map<std::string, at::Tensor> BatchLoader::arraysOf(const Sample& s) const {
   for (const InputSpec& in : options_.inputs) {
     if (!s.inputs.count(in.name)) unfed.push_back(in.name);
   }
-  for (const auto& [name, array] : s.inputs) {
+  for (const auto& entry : s.inputs) {
+    // C++17 lambdas cannot capture a structured binding (Clang refuses it), so no [name, array].
+    const std::string& name = entry.first;
     const bool known = std::any_of(options_.inputs.begin(), options_.inputs.end(),
                                    [&](const InputSpec& in) { return in.name == name; });
     if (!known) {

@@ -83,14 +83,26 @@ NpyFile::NpyFile(const std::string& path) : path_(path) {
   std::fseek(file_, 0, SEEK_END);
   const int64_t size = std::ftell(file_);
   std::fseek(file_, 0, SEEK_SET);
-  parseHeader(size);
+  parseHeaderOrClose(size);
 }
 
 NpyFile::NpyFile(std::FILE* file, int64_t offset, int64_t length, std::string name)
     : path_(std::move(name)), file_(file) {
   data_offset_ = offset;
   std::fseek(file_, offset, SEEK_SET);
-  parseHeader(offset + length);
+  parseHeaderOrClose(offset + length);
+}
+
+// A constructor that throws runs no destructor: the file is closed here (a refused file leaked
+// its FILE and descriptor, found by fuzzing, issue #22).
+void NpyFile::parseHeaderOrClose(int64_t end) {
+  try {
+    parseHeader(end);
+  } catch (...) {
+    std::fclose(file_);
+    file_ = nullptr;
+    throw;
+  }
 }
 
 // Reads the header at the current position (data_offset_) of file_, whose array ends by `end`.
@@ -150,10 +162,16 @@ void NpyFile::parseHeader(int64_t end) {
     }
     pos += used;
   }
-  // The data must be all there: catches truncated files up front, not at the last record.
-  const int64_t numel =
-      std::accumulate(shape_.begin(), shape_.end(), int64_t{1}, std::multiplies<int64_t>());
-  const int64_t need = data_offset_ + numel * static_cast<int64_t>(at::elementSize(dtype_));
+  // The data must be all there: catches truncated files up front, not at the last record. Dims
+  // are checked first: a negative one or a product past int64_t (signed overflow) came from
+  // fuzzed headers (issue #22).
+  int64_t need = static_cast<int64_t>(at::elementSize(dtype_));
+  for (int64_t d : shape_) {
+    require(d >= 0, "'" + path + "': negative dimension in .npy shape " + shape);
+    require(!__builtin_mul_overflow(need, d, &need) && need <= (int64_t{1} << 60),
+            "'" + path + "': .npy shape " + shape + " holds more bytes than any file can");
+  }
+  need += data_offset_;
   require(end >= need, "'" + path + "': file has " + std::to_string(end) +
                            " bytes, its header (shape " + shape + ") needs " +
                            std::to_string(need));

@@ -35,6 +35,7 @@ class NpyFile {
 
  private:
   void parseHeader(int64_t end);
+  void parseHeaderOrClose(int64_t end);
   at::Tensor readBytes(int64_t offset, std::vector<int64_t> shape);
 
   std::string path_;

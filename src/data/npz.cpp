@@ -103,13 +103,18 @@ void readZip64Extra(const std::string& extra, uint64_t& size, uint64_t& compress
 // Inflates a raw-deflate member into an anonymous temporary file, checking its size and CRC.
 std::FILE* inflateMember(const ZipReader& zip, int64_t offset, int64_t compressed, int64_t size,
                          uint32_t crc, const std::string& name) {
-  std::FILE* out = std::tmpfile();
+  // Owned until returned, and the zlib stream ended, on every way out: a throwing read of a
+  // truncated member leaked both (found by fuzzing, issue #22).
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> out(std::tmpfile(), &std::fclose);
   if (!out) throw Error("cannot create a temporary file for " + name + ": " + std::strerror(errno));
   z_stream z{};
   if (inflateInit2(&z, -MAX_WBITS) != Z_OK) {
-    std::fclose(out);
     throw Error("cannot inflate " + name + ": zlib refused to start");
   }
+  struct EndInflate {
+    z_stream& z;
+    ~EndInflate() { inflateEnd(&z); }
+  } end_inflate{z};
   uLong check = crc32(0, nullptr, 0);
   int64_t written = 0;
   int status = Z_OK;
@@ -127,24 +132,18 @@ std::FILE* inflateMember(const ZipReader& zip, int64_t offset, int64_t compresse
     const size_t got = buffer.size() - z.avail_out;
     if ((status != Z_OK && status != Z_STREAM_END) ||
         (got == 0 && status == Z_OK && z.avail_in == 0 && done >= compressed)) {
-      inflateEnd(&z);
-      std::fclose(out);
       throw Error(name + ": corrupt deflate data");
     }
     check = crc32(check, reinterpret_cast<const Bytef*>(buffer.data()), static_cast<uInt>(got));
     written += static_cast<int64_t>(got);
-    if (std::fwrite(buffer.data(), 1, got, out) != got) {
-      inflateEnd(&z);
-      std::fclose(out);
+    if (std::fwrite(buffer.data(), 1, got, out.get()) != got) {
       throw Error("cannot write the inflated " + name + ": " + std::strerror(errno));
     }
   }
-  inflateEnd(&z);
-  if (written != size || check != crc || std::fflush(out) != 0) {
-    std::fclose(out);
+  if (written != size || check != crc || std::fflush(out.get()) != 0) {
     throw Error(name + ": inflated data does not match its size and CRC (corrupt archive)");
   }
-  return out;
+  return out.release();
 }
 
 }  // namespace

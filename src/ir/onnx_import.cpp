@@ -18,6 +18,7 @@
 #include "ir/model_limits.h"
 #include "ir/onnx_export.h"
 #include "ir/onnx_tensor.h"
+#include "ir/shape_inference_guard.h"
 #include "ir/verifier.h"
 
 namespace qforge {
@@ -279,8 +280,9 @@ Graph importOnnxModel(onnx::ModelProto& model, const std::string& base_dir,
   checkModelLimits(model.graph());  // before shape inference walks it
   if (options.infer_shapes) {
     // Shape inference is advisory: a model it cannot type is still a model we can run.
+    const ShapeInferenceGuard guard(model);  // libonnx's convolution bugs (issue #22)
     try {
-      onnx::shape_inference::InferShapes(model);
+      if (guard.inferenceIsSafe()) onnx::shape_inference::InferShapes(model);
     } catch (const std::exception&) {
     }
   }

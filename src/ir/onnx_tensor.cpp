@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 
+#include <charconv>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -24,11 +25,26 @@ std::vector<int64_t> dimsOf(const onnx::TensorProto& proto, const std::string& w
   return dims;
 }
 
-int64_t elementCount(const std::vector<int64_t>& dims) {
+// Refuses a shape whose size overflows (a fuzzed initializer's dims overflowed int64_t, issue
+// #22): no tensor holds 2^60 elements.
+int64_t elementCount(const std::vector<int64_t>& dims, const std::string& what) {
   int64_t n = 1;
-  for (int64_t d : dims)
-    n *= d;
+  for (int64_t d : dims) {
+    require(!__builtin_mul_overflow(n, d, &n) && n <= (int64_t{1} << 60),
+            what + ": tensor shape has more elements than any tensor can hold");
+  }
   return n;
+}
+
+// An external-data offset or length: a decimal integer (std::stoll threw std::invalid_argument at
+// anything else, an internal error).
+int64_t externalDataNumber(const std::string& text, const std::string& what,
+                           const std::string& key) {
+  int64_t value = 0;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  require(error == std::errc() && end == text.data() + text.size() && !text.empty(),
+          what + ": external data '" + key + "' is not an integer");
+  return value;
 }
 
 // Reads the bytes an external-data tensor points at, refusing paths outside `base_dir`.
@@ -39,8 +55,8 @@ std::string readExternalData(const onnx::TensorProto& proto, const std::string& 
   int64_t length = -1;
   for (const auto& entry : proto.external_data()) {
     if (entry.key() == "location") location = entry.value();
-    if (entry.key() == "offset") offset = std::stoll(entry.value());
-    if (entry.key() == "length") length = std::stoll(entry.value());
+    if (entry.key() == "offset") offset = externalDataNumber(entry.value(), what, "offset");
+    if (entry.key() == "length") length = externalDataNumber(entry.value(), what, "length");
   }
   require(!location.empty(), what + ": external data has no 'location'");
   fs::path rel(location);
@@ -56,11 +72,14 @@ std::string readExternalData(const onnx::TensorProto& proto, const std::string& 
                                      "'; keep it next to the model");
   in.seekg(0, std::ios::end);
   const int64_t size = static_cast<int64_t>(in.tellg());
-  if (length < 0) length = size - offset;
-  require(offset >= 0 && offset + length <= size,
+  if (length < 0 && offset >= 0 && offset <= size) length = size - offset;
+  int64_t end = 0;  // offset + length, without overflowing on a crafted offset
+  const bool overflow = __builtin_add_overflow(offset, length, &end);
+  require(offset >= 0 && length >= 0 && !overflow && end <= size,
           what + ": external data range [" + std::to_string(offset) + ", " +
-              std::to_string(offset + length) + ") is past the end of '" + location + "' (" +
-              std::to_string(size) + " bytes); the data file is truncated or does not match");
+              (overflow ? std::string("overflow") : std::to_string(end)) +
+              ") is past the end of '" + location + "' (" + std::to_string(size) +
+              " bytes); the data file is truncated or does not match");
   std::string bytes(static_cast<size_t>(length), '\0');
   in.seekg(offset);
   in.read(bytes.data(), length);
@@ -88,7 +107,7 @@ at::Tensor tensorFromProto(const onnx::TensorProto& proto, const std::string& ba
   const c10::ScalarType type = toScalarType(dtype);
   const std::vector<int64_t> dims = dimsOf(proto, what);
   requireTensorBytes(tensorBytes(dims, static_cast<int64_t>(c10::elementSize(type))), what);
-  const int64_t count = elementCount(dims);
+  const int64_t count = elementCount(dims, what);
   const auto options = at::TensorOptions().dtype(type);
 
   const bool external = proto.data_location() == onnx::TensorProto::EXTERNAL;

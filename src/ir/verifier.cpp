@@ -59,6 +59,16 @@ void checkInitializerTypes(const Graph& graph) {
   }
 }
 
+// Every ONNX operator produces a value; a node without outputs computes nothing, and code that
+// names a node by its first output (unnamed nodes) relies on one (a fuzzed model's output-less
+// unnamed node ended `qforge inspect` in std::out_of_range, issue #22).
+void checkNodesHaveOutputs(const Graph& graph) {
+  for (const Node* node : graph.nodes()) {
+    require(!node->outputs().empty(),
+            node->describe() + " has no outputs; every node must produce at least one value");
+  }
+}
+
 void checkUniqueNodeOutputs(const Graph& graph) {
   std::unordered_set<const Value*> seen;
   for (Node* node : graph.nodes()) {
@@ -71,6 +81,7 @@ void checkUniqueNodeOutputs(const Graph& graph) {
 }  // namespace
 
 void verifyGraph(const Graph& graph) {
+  checkNodesHaveOutputs(graph);
   checkUniqueNodeOutputs(graph);
   checkUniqueNodeNames(graph);
   checkDefinitions(graph);

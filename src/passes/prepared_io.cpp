@@ -178,7 +178,12 @@ std::unique_ptr<PreparedModel> loadPreparedModel(const std::string& dir,
               ": not a prepared model directory (needs prepared.json and prepared.onnx, which "
               "`qforge quantize --out DIR` writes)");
   const nlohmann::json doc = parseJson(readFile(json_path), json_path);
-  require(doc.value("format", "") == kFormat && doc.value("version", 0) == kVersion,
+  // Compared as JSON values: value() threw for a document that is not an object or a "format"
+  // that is not a string (a fuzzed prepared.json, issue #22).
+  const auto field = [&](const char* key) {
+    return doc.is_object() && doc.contains(key) ? doc.at(key) : nlohmann::json();
+  };
+  require(field("format") == kFormat && field("version") == kVersion,
           json_path + ": not a qforge prepared model of version " + std::to_string(kVersion));
   std::unique_ptr<PreparedModel> model;
   try {

@@ -4,11 +4,13 @@
 
 #include <algorithm>
 #include <regex>
+#include <stdexcept>
 
 #include "core/error.h"
 #include "core/files.h"
 #include "core/json_reader.h"
 #include "core/strings.h"
+#include "core/utf8.h"
 
 namespace qforge::passes {
 
@@ -22,8 +24,21 @@ nlohmann::json scalarToJson(const YAML::Node& node) {
   if (text == "null" || text == "~" || text.empty()) return nullptr;
   static const std::regex integer("[-+]?[0-9]+");
   static const std::regex number("[-+]?([0-9]+\\.?[0-9]*|\\.[0-9]+)([eE][-+]?[0-9]+)?");
-  if (std::regex_match(text, integer)) return std::stoll(text);
-  if (std::regex_match(text, number)) return std::stod(text);
+  // Past int64_t an integer is read as a float; past double's range it is refused (std::stoll and
+  // std::stod threw std::out_of_range, an internal error: found by fuzzing, issue #22).
+  try {
+    if (std::regex_match(text, integer)) {
+      try {
+        return std::stoll(text);
+      } catch (const std::out_of_range&) {
+        return std::stod(text);
+      }
+    }
+    if (std::regex_match(text, number)) return std::stod(text);
+  } catch (const std::out_of_range&) {
+    throw Error("line " + std::to_string(node.Mark().line + 1) + ": the number " + text +
+                " is out of range");
+  }
   return text;
 }
 
@@ -59,11 +74,19 @@ nlohmann::json partialSpec(JsonReader& r, const std::string& key) {
 }  // namespace
 
 nlohmann::json yamlToJson(const std::string& text, const std::string& where) {
+  // Strings from YAML end up in JSON (and in messages that dump it), which needs UTF-8; yaml-cpp
+  // does not check (a fuzzed config's string made nlohmann's dump throw, issue #22).
+  const size_t bad = invalidUtf8Offset(text);
+  if (bad != std::string::npos) {
+    throw Error(where + ": not UTF-8 text (byte " + std::to_string(bad + 1) + ")");
+  }
   try {
     return nodeToJson(YAML::Load(text));
   } catch (const YAML::Exception& e) {
     throw Error(where + ": not valid YAML at line " + std::to_string(e.mark.line + 1) + ": " +
                 e.msg);
+  } catch (const Error& e) {
+    throw e.within(where);
   }
 }
 

@@ -105,5 +105,40 @@ TEST(QatCheckpointContents, ModelStateIsRestoredInPlaceOrTheMismatchNamed) {
             std::string::npos);
 }
 
+// Settings and history come from the file: malformed ones are one error, not nlohmann's exception
+// (or, for a missing history key, undefined behaviour); issue #22.
+TEST(QatCheckpointContents, MalformedSettingsAndHistoryAreRefused) {
+  const std::string bad = errorOf([] { algos::requireSameQatSettings("{\"a\": ", "{}", "c.pt"); });
+  EXPECT_EQ(bad.rfind("checkpoint c.pt: its settings are not valid JSON (", 0), 0u) << bad;
+  EXPECT_EQ(bad.find("json.exception"), std::string::npos) << bad;
+  EXPECT_NE(
+      errorOf([] { algos::requireSameQatSettings("[1]", "{}", "c.pt"); }).find("not a JSON object"),
+      std::string::npos);
+  EXPECT_EQ(errorOf([] { algos::parseQatHistory("[{}]"); }),
+            "the QAT metric history is malformed (key 'epoch' not found)");
+  EXPECT_EQ(errorOf([] { algos::parseQatHistory("{}"); }),
+            "the QAT metric history is not a JSON list");
+  EXPECT_EQ(algos::parseQatHistory("[]").size(), 0u);
+}
+
+// A damaged file (cut short anywhere, so that the zip directory points past its end) is one
+// error; libtorch's own pickle_load read past the end of its buffer there (found by fuzzing,
+// issue #22; the ASan build caught the read).
+TEST(QatCheckpointContents, ATruncatedFileIsRefusedWithoutReadingPastIt) {
+  algos::QatCheckpoint c;
+  c.settings = "{}";
+  c.initializers["w"] = at::arange(3000, at::kFloat);
+  TempDir dir("qat-checkpoint");
+  algos::saveQatCheckpoint(c, dir.file("c.pt"));
+  const std::string bytes = readFile(dir.file("c.pt"));
+  for (size_t cut :
+       {size_t{0}, size_t{20}, bytes.size() / 2, bytes.size() - 30, bytes.size() - 1}) {
+    writeFileAtomically(dir.file("cut.pt"), bytes.substr(0, cut));
+    const std::string message = errorOf([&] { algos::loadQatCheckpoint(dir.file("cut.pt")); });
+    EXPECT_NE(message.find("cut.pt"), std::string::npos) << cut << ": " << message;
+  }
+  EXPECT_EQ(algos::loadQatCheckpoint(dir.file("c.pt")).initializers.at("w").numel(), 3000);
+}
+
 }  // namespace
 }  // namespace qforge::testing

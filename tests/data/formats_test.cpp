@@ -95,6 +95,23 @@ TEST(NpyTest, RejectsBadFilesNamingThem) {
   expectErrorWith([&] { NpyFile(dir + "/missing.npy"); }, {"cannot open", "missing.npy"});
 }
 
+// Shapes from fuzzed headers (issue #22): a negative dim reached ATen (c10::Error, an internal
+// error), a product past int64_t was signed overflow.
+TEST(NpyTest, RejectsNegativeAndOverflowingShapes) {
+  const std::string dir = testing::makeTempDir("npy");
+  const float v[4] = {0, 0, 0, 0};
+  writeBytes(
+      dir + "/negative.npy",
+      npyBytes("{'descr': '<f4', 'fortran_order': False, 'shape': (11, -111111111), }", v, 16));
+  expectErrorWith([&] { NpyFile(dir + "/negative.npy"); }, {"negative.npy", "negative dimension"});
+  writeBytes(
+      dir + "/huge.npy",
+      npyBytes("{'descr': '<f8', 'fortran_order': False, 'shape': (11, 1111111111111111111), }", v,
+               16));
+  expectErrorWith([&] { NpyFile(dir + "/huge.npy"); },
+                  {"huge.npy", "more bytes than any file can"});
+}
+
 TEST(IdxTest, ReadsPlainAndGzippedFilesAlike) {
   const std::string dir = testing::makeTempDir("idx");
   std::vector<uint8_t> pixels(3 * 2 * 2);
@@ -114,6 +131,18 @@ TEST(IdxTest, ReadsPlainAndGzippedFilesAlike) {
     f.read(0, record);
     EXPECT_EQ(record[1], 10);
   }
+}
+
+// A fuzzed header whose dims multiply past int64_t (signed overflow, issue #22), and one past any
+// file size, gzipped too (where the size is not known up front): refused from the header.
+TEST(IdxTest, RejectsDimsThatHoldMoreBytesThanAFileCan) {
+  const std::string dir = testing::makeTempDir("idx");
+  writeBytes(dir + "/huge-ubyte", idxBytes({10243, 7077883, 4294914299u}, {1, 2, 3}));
+  expectErrorWith([&] { IdxFile(dir + "/huge-ubyte"); },
+                  {"huge-ubyte", "[10243,7077883,4294914299]", "more bytes than any file can"});
+  writeBytes(dir + "/huge-ubyte.gz", gzipped(idxBytes({0, 4294967295u, 4294967295u}, {})));
+  expectErrorWith([&] { IdxFile(dir + "/huge-ubyte.gz"); },
+                  {"huge-ubyte.gz", "more bytes than any file can"});
 }
 
 TEST(IdxTest, RejectsTruncatedAndForeignFiles) {

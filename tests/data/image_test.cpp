@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 
 #include "data/data_test_files.h"
 #include "data/dataset.h"
@@ -50,6 +52,38 @@ TEST(ImageTest, DecodesJpegApproximately) {
   ASSERT_EQ(t.sizes(), at::IntArrayRef({8, 8, 3}));
   EXPECT_LE((t.select(2, 0) - 200).abs().max().item<int>(), 3);
   EXPECT_LE(t.select(2, 1).abs().max().item<int>(), 3);
+}
+
+// Debian's stb_image 2.27 writes past a Huffman table whose DHT segment declares more than 256
+// codes (a fuzzed JPEG, issue #22): decodeImage refuses the file before stb reads it.
+TEST(ImageTest, RefusesAJpegHuffmanTableOfMoreThan256Codes) {
+  const std::string dir = testing::makeTempDir("img");
+  std::vector<uint8_t> px(8 * 8 * 3, 100);
+  ASSERT_NE(stbi_write_jpg((dir + "/ok.jpg").c_str(), 8, 8, 3, px.data(), 90), 0);
+  std::string bytes;
+  {
+    std::ifstream in(dir + "/ok.jpg", std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  const size_t dht = bytes.find("\xff\xc4");
+  ASSERT_NE(dht, std::string::npos);
+  // Segment: FF C4, length (2), table class/id (1), then the 16 code counts.
+  for (size_t k = 0; k < 16; ++k)
+    bytes[dht + 5 + k] = static_cast<char>(20);  // 320 codes
+  writeBytes(dir + "/bad_dht.jpg", bytes);
+  expectErrorWith([&] { decodeImage(dir + "/bad_dht.jpg"); },
+                  {"bad_dht.jpg", "corrupt JPEG", "320 codes, at most 256"});
+}
+
+// stb 2.27 decodes a PNM header without digits to a 0x0 image, and the resize divided by zero
+// (a fuzzed file, issue #22).
+TEST(ImageTest, AnImageWithoutPixelsIsRefused) {
+  const std::string dir = testing::makeTempDir("img");
+  writeBytes(dir + "/empty.pgm", std::string("P5\n\xac/u\xc0", 7));
+  ImageOptions o;
+  o.resize = 8;
+  expectErrorWith([&] { transformImage(decodeImage(dir + "/empty.pgm"), o, "empty.pgm"); },
+                  {"empty.pgm", "no pixels (0x0)"});
 }
 
 TEST(ImageTest, DecodeErrorsNameTheFile) {

@@ -26,6 +26,17 @@ TEST(VerifierTest, AcceptsAWellFormedGraph) {
   EXPECT_EQ(verifyMessage(g), "");
 }
 
+TEST(VerifierTest, RejectsANodeWithoutOutputs) {
+  Graph g;
+  Value* x = g.addValue("x");
+  g.addInput(x);
+  g.addNode("Relu", {x}, {}, "");  // unnamed too: nothing to name it by
+  Node* n = g.addNode("Neg", {x}, {"y"}, "neg");
+  g.addOutput(n->output(0));
+  EXPECT_EQ(verifyMessage(g),
+            "node '' (Relu) has no outputs; every node must produce at least one value");
+}
+
 TEST(VerifierTest, RejectsAnInputNobodyDefines) {
   Graph g;
   Value* x = g.addValue("x");  // neither graph input nor initializer

@@ -115,5 +115,18 @@ TEST(PreparedIo, RefusesTruncatedOrInconsistentFilesNamingThem) {
   EXPECT_NE(message.find(dropped), std::string::npos) << message;
 }
 
+// A prepared.json that is valid JSON but not an object, or whose "format" is not a string: one
+// line, not nlohmann's type_error (found by fuzzing, issue #22).
+TEST(PreparedIo, RefusesAJsonDocumentOfTheWrongShape) {
+  const Saved s = saveCalibrated();
+  const std::string json_path = s.dir + "/prepared.json";
+  for (const char* text : {"12", "[1, 2]", "{\"format\": 7, \"version\": 1}"}) {
+    writeFileAtomically(json_path, text);
+    const std::string message = errorOf([&] { passes::loadPreparedModel(s.dir); });
+    EXPECT_NE(message.find("not a qforge prepared model of version"), std::string::npos)
+        << text << ": " << message;
+  }
+}
+
 }  // namespace
 }  // namespace qforge::testing

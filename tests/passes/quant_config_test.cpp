@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "passes/quant_config.h"
+#include "support/checks.h"
 #include "support/onnx_builder.h"
 #include "support/quant_graphs.h"
 
@@ -74,6 +75,17 @@ TEST(QuantConfig, MistakesNameTheirPlace) {
   expectError([] { loadQuantConfig(write("d.yaml", "weight: [4]\n")); }, "'weight'");
   expectError([] { loadQuantConfig(write("e.json", "{\"weight\": {\"bits\": 40}}")); }, "bits=40");
   expectError([] { loadQuantConfig(write("f.yaml", "colour: blue\n")); }, "unknown key 'colour'");
+}
+
+// From fuzzing YAML configs (issue #22): integers past int64_t and numbers past double's range
+// (std::stoll / std::stod threw), and bytes that are not UTF-8 (a later message's JSON dump threw).
+TEST(QuantConfig, YamlNumbersOutOfRangeAndNonUtf8TextAreRefused) {
+  EXPECT_EQ(passes::yamlToJson("weight: {bits: 99999999999999999999}", "c.yaml")["weight"]["bits"],
+            1e20);
+  EXPECT_EQ(errorOf([] { passes::yamlToJson("weight:\n  bits: 1e999\n", "c.yaml"); }),
+            "c.yaml: line 2: the number 1e999 is out of range");
+  EXPECT_EQ(errorOf([] { passes::yamlToJson("weight: {observer: \"M\xfc\"}", "c.yaml"); }),
+            "c.yaml: not UTF-8 text (byte 22)");
 }
 
 TEST(QuantConfig, OverridesMustMatchSomething) {

@@ -6,6 +6,8 @@
 #include <cstdlib>
 
 #include "core/error.h"
+#include "core/json_reader.h"
+#include "core/utf8.h"
 
 namespace qforge::deploy::formats {
 
@@ -55,6 +57,9 @@ OrderedJson parseOrderedJson(const std::string& text, const std::string& where) 
   } catch (const nlohmann::json::parse_error& e) {
     throw Error(where + ": not valid JSON at byte " + std::to_string(e.byte) +
                 ": fix the file or regenerate it");
+  } catch (const nlohmann::json::exception& e) {
+    // "1e999" (out_of_range, not a parse_error; issue #22).
+    throw Error(where + ": not valid JSON (" + jsonReason(e) + ")");
   }
 }
 
@@ -107,7 +112,7 @@ std::string stringAt(const OrderedJson& value, const std::string& where, const s
   return value.get<std::string>();
 }
 
-std::vector<TextLine> nonBlankLines(const std::string& text) {
+std::vector<TextLine> nonBlankLines(const std::string& text, const std::string& where) {
   std::vector<TextLine> lines;
   size_t number = 0;
   size_t start = 0;
@@ -117,6 +122,11 @@ std::vector<TextLine> nonBlankLines(const std::string& text) {
     ++number;
     std::string line = text.substr(start, end - start);
     if (!line.empty() && line.back() == '\r') line.pop_back();
+    const size_t bad = invalidUtf8Offset(line);
+    if (bad != std::string::npos) {
+      failAtLine(where, number,
+                 "not UTF-8 text (byte " + std::to_string(bad + 1) + " of the line)");
+    }
     if (line.find_first_not_of(" \t") != std::string::npos) lines.push_back({number, line});
     start = end + 1;
   }

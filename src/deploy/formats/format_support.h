@@ -44,7 +44,9 @@ struct TextLine {
   size_t number;
   std::string text;
 };
-std::vector<TextLine> nonBlankLines(const std::string& text);
+// Throws naming `where` and the line for text that is not UTF-8: names read from it go into JSON
+// files and messages (a fuzzed TensorRT cache's name broke the AIMET writer's JSON, issue #22).
+std::vector<TextLine> nonBlankLines(const std::string& text, const std::string& where);
 
 // "where:line: message".
 [[noreturn]] void failAtLine(const std::string& where, size_t line, const std::string& message);

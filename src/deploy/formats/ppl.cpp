@@ -115,7 +115,7 @@ std::string pplCudaClipRanges(const QuantTable& table) {
 
 QuantTable parsePplCudaClipRanges(const std::string& text, const std::string& where) {
   QuantTable table;
-  for (const TextLine& line : nonBlankLines(text)) {
+  for (const TextLine& line : nonBlankLines(text, where)) {
     const size_t colon = line.text.rfind(": ");
     if (colon == std::string::npos || colon == 0) {
       failAtLine(where, line.number, "expected 'tensor: amax', got '" + line.text + "'");

@@ -81,7 +81,7 @@ std::string tengineScales(const QuantTable& table, const Graph* graph) {
 
 QuantTable parseTengineScales(const std::string& text, const std::string& where) {
   QuantTable table;
-  for (const TextLine& line : nonBlankLines(text)) {
+  for (const TextLine& line : nonBlankLines(text, where)) {
     std::istringstream fields(line.text);
     std::string name, scale_text, zp_text, extra;
     fields >> name >> scale_text >> zp_text;

@@ -81,7 +81,7 @@ std::string tensorrtCalibrationCache(const QuantTable& table, int version) {
 }
 
 QuantTable parseTensorrtCalibrationCache(const std::string& text, const std::string& where) {
-  const std::vector<TextLine> lines = nonBlankLines(text);
+  const std::vector<TextLine> lines = nonBlankLines(text, where);
   if (lines.empty()) failAtLine(where, 1, "empty calibration cache");
   const std::string& header = lines[0].text;
   const size_t dash = header.find('-', 4);

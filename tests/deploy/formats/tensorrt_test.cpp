@@ -115,6 +115,12 @@ TEST(TensorrtFormat, MalformedFilesNameWhere) {
   expectErrorWith([] { parseTensorrtClipRanges(R"({"trt": {}})", "r.json"); },
                   {"r.json", "'tensorrt'", "missing"});
   expectErrorWith([] { parseTensorrtClipRanges("{", "r.json"); }, {"r.json", "not valid JSON"});
+  // A name that is not UTF-8 would break the JSON formats it is converted to (issue #22).
+  expectErrorWith(
+      [] {
+        parseTensorrtCalibrationCache("TRT-8601-EntropyCalibration2\nx\xff: 3c000000\n", "m.cache");
+      },
+      {"m.cache:2", "not UTF-8 text (byte 2 of the line)"});
 }
 
 TEST(FormatSupport, PythonFloatSpelling) {

@@ -58,9 +58,6 @@ void expectNodeError(const TableOp& t, const std::string& what) {
   }
 }
 
-const double kNaN = std::numeric_limits<double>::quiet_NaN();
-const double kInf = std::numeric_limits<double>::infinity();
-
 // ------------------------------------------------------------------ golden cases from ORT
 
 struct GoldenTensor {
