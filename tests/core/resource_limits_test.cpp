@@ -5,37 +5,20 @@
 #include <ATen/ATen.h>
 
 #include <cstdlib>
-#include <functional>
 #include <limits>
 #include <string>
 
 #include "core/resource_limits.h"
+#include "support/checks.h"
+#include "support/scoped_limits.h"
 
 namespace qforge {
 namespace {
 
 constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
 
-// Sets limits for one test and puts the old ones back.
-class ScopedLimits {
- public:
-  explicit ScopedLimits(const ResourceLimits& limits) : saved_(resourceLimits()) {
-    setResourceLimits(limits);
-  }
-  ~ScopedLimits() { setResourceLimits(saved_); }
-
- private:
-  ResourceLimits saved_;
-};
-
-std::string errorOf(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using testing::errorOf;
+using testing::ScopedLimits;
 
 TEST(ResourceLimits, SizesParseAndPrint) {
   EXPECT_EQ(parseByteSize("100", "--x"), 100);

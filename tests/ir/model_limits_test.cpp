@@ -9,22 +9,15 @@
 #include "ir/model_limits.h"
 #include "ir/onnx_import.h"
 #include "support/onnx_builder.h"
+#include "support/scoped_limits.h"
 
 namespace qforge {
 namespace {
 
-class ScopedLimits {
- public:
-  explicit ScopedLimits(const ResourceLimits& limits) : saved_(resourceLimits()) {
-    setResourceLimits(limits);
-  }
-  ~ScopedLimits() { setResourceLimits(saved_); }
+using testing::ScopedLimits;
 
- private:
-  ResourceLimits saved_;
-};
-
-std::string errorOf(const std::function<void()>& f) {
+// The message of the ResourceLimitError `f` throws; other errors are marked, no error is "".
+std::string limitErrorOf(const std::function<void()>& f) {
   try {
     f();
   } catch (const ResourceLimitError& e) {
@@ -84,9 +77,9 @@ TEST(ModelLimits, AModelWithinEveryLimitImports) {
   l.max_subgraph_depth = 3;
   ScopedLimits scope(l);
   testing::OnnxBuilder chain = addChain(3, 16);  // three 64-byte initializers, three nodes
-  EXPECT_EQ(errorOf([&] { importOnnxModel(chain.model(), ""); }), "");
+  EXPECT_EQ(limitErrorOf([&] { importOnnxModel(chain.model(), ""); }), "");
   testing::OnnxBuilder ifs = nestedIfs(3);
-  EXPECT_EQ(errorOf([&] { checkModelLimits(ifs.model().graph()); }), "");
+  EXPECT_EQ(limitErrorOf([&] { checkModelLimits(ifs.model().graph()); }), "");
 }
 
 TEST(ModelLimits, AHugeDeclaredInitializerIsRefusedBeforeItIsRead) {
@@ -96,7 +89,7 @@ TEST(ModelLimits, AHugeDeclaredInitializerIsRefusedBeforeItIsRead) {
   w->clear_dims();
   w->add_dims(int64_t{1} << 31);
   w->add_dims(int64_t{1} << 31);
-  const std::string e = errorOf([&] { importOnnxModel(b.model(), ""); });
+  const std::string e = limitErrorOf([&] { importOnnxModel(b.model(), ""); });
   EXPECT_EQ(e.rfind("initializer 'w0' would take more than 8 EiB, above the limit of 8.0 GiB", 0),
             0u)
       << e;
@@ -107,7 +100,7 @@ TEST(ModelLimits, InitializersAddingUpPastTheModelLimitAreRefused) {
   l.max_model_bytes = 100;
   ScopedLimits scope(l);
   testing::OnnxBuilder b = addChain(4, 8);  // 32 bytes each: the fourth passes 100
-  EXPECT_EQ(errorOf([&] { importOnnxModel(b.model(), ""); }),
+  EXPECT_EQ(limitErrorOf([&] { importOnnxModel(b.model(), ""); }),
             "the initializers add up to more than 100 bytes (the limit for a model) at "
             "initializer 'w3'; if the model really is that large, raise the limit with "
             "--max-model-bytes (or QFORGE_MAX_MODEL_BYTES)");
@@ -118,12 +111,12 @@ TEST(ModelLimits, TooManyNodesAreRefused) {
   l.max_nodes = 4;
   ScopedLimits scope(l);
   testing::OnnxBuilder b = addChain(5, 2);
-  EXPECT_EQ(errorOf([&] { importOnnxModel(b.model(), ""); }),
+  EXPECT_EQ(limitErrorOf([&] { importOnnxModel(b.model(), ""); }),
             "the model has more than 4 nodes (the limit, subgraphs included); if it really is "
             "that large, raise the limit with --max-nodes (or QFORGE_MAX_NODES)");
   // Nodes inside bodies count: 4 Ifs nested give 1 + (1 + 1) + (1 + 1) + (1 + 1) + ... > 4.
   testing::OnnxBuilder ifs = nestedIfs(4);
-  EXPECT_NE(errorOf([&] { checkModelLimits(ifs.model().graph()); }).find("more than 4 nodes"),
+  EXPECT_NE(limitErrorOf([&] { checkModelLimits(ifs.model().graph()); }).find("more than 4 nodes"),
             std::string::npos);
 }
 
@@ -132,14 +125,14 @@ TEST(ModelLimits, BodiesNestedTooDeepAreRefusedNamingTheNode) {
   l.max_subgraph_depth = 3;
   ScopedLimits scope(l);
   testing::OnnxBuilder b = nestedIfs(4);
-  EXPECT_EQ(errorOf([&] { checkModelLimits(b.model().graph()); }),
+  EXPECT_EQ(limitErrorOf([&] { checkModelLimits(b.model().graph()); }),
             "node 'if1' (If): its body 'then_branch' is nested 4 deep, above the limit of 3; "
             "raise it with --max-subgraph-depth (or QFORGE_MAX_SUBGRAPH_DEPTH)");
   // The default holds 32: a thousand deep (what a fuzzer or a hostile file builds) is refused
   // without walking it all.
   setResourceLimits(ResourceLimits{});
   testing::OnnxBuilder deep = nestedIfs(40);
-  EXPECT_NE(errorOf([&] { checkModelLimits(deep.model().graph()); }).find("is nested 33 deep"),
+  EXPECT_NE(limitErrorOf([&] { checkModelLimits(deep.model().graph()); }).find("is nested 33 deep"),
             std::string::npos);
 }
 

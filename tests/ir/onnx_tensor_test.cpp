@@ -5,9 +5,11 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <limits>
 
 #include "support/checks.h"
 #include "support/onnx_builder.h"
+#include "support/scoped_limits.h"
 
 namespace qforge::testing {
 namespace {
@@ -18,6 +20,13 @@ TEST(OnnxTensorTest, AShapeWhoseSizeOverflowsIsRefused) {
   for (int64_t d : {int64_t{555801485732550144}, int64_t{3934}})
     t.add_dims(d);
   t.set_raw_data("abcd");
+  // The size limit refuses it first, by its saturated byte count.
+  EXPECT_EQ(errorOf([&] { tensorFromProto(t, ".", "initializer 'w'"); }).substr(0, 44),
+            "initializer 'w' would take more than 8 EiB, ");
+  // With no limit to speak of, the element count still cannot overflow.
+  ResourceLimits unlimited;
+  unlimited.max_tensor_bytes = std::numeric_limits<int64_t>::max();
+  testing::ScopedLimits scope(unlimited);
   EXPECT_EQ(errorOf([&] { tensorFromProto(t, ".", "initializer 'w'"); }),
             "initializer 'w': tensor shape has more elements than any tensor can hold");
 }

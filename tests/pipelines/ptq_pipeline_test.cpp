@@ -262,7 +262,8 @@ TEST(PtqPipeline, ByteSizesReadUnitsOfTwoToTheTenth) {
   EXPECT_EQ(pipelines::parseByteSize("64K"), 64 * 1024);
   EXPECT_EQ(pipelines::parseByteSize("1.5MiB"), 3 * 512 * 1024);
   EXPECT_EQ(pipelines::parseByteSize("4G"), int64_t{4} << 30);
-  for (const char* bad : {"lots", "4T", "-1", ""}) {
+  EXPECT_EQ(pipelines::parseByteSize("4T"), int64_t{4} << 40);
+  for (const char* bad : {"lots", "4Q", "-1", ""}) {
     EXPECT_EQ(
         errorOf([&] { pipelines::parseByteSize(bad); }),
         "--cache-limit '" + std::string(bad) + "' is not a size; write bytes or e.g. 512M, 4G")
