@@ -224,16 +224,16 @@ void OutputDirectory::writeRoles(const std::map<std::string, std::string>& roles
 
 void OutputDirectory::commit() {
   require(!committed_, "internal: output directory committed twice");
+  // The role of every file this run wrote; carryOverOldEntries adds those of the kept old files
+  // (files of unknown role, a user's own, are carried over but not recorded as qforge's).
   std::map<std::string, std::string> roles;
   for (const fs::directory_entry& e : fs::directory_iterator(staging_)) {
     const std::string name = e.path().filename().string();
     const auto override_role = role_overrides_.find(name);
     roles[name] = override_role != role_overrides_.end() ? override_role->second : role_;
   }
-  // Files of unknown role (a user's own) are carried over but not recorded as qforge's.
-  std::map<std::string, std::string> recorded = roles;
-  carryOverOldEntries(recorded);
-  writeRoles(recorded);
+  carryOverOldEntries(roles);
+  writeRoles(roles);
 
   std::error_code ec;
   const bool exists = fs::is_directory(resolved_, ec);
