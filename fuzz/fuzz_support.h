@@ -15,6 +15,7 @@
 
 #include "core/error.h"
 #include "core/files.h"
+#include "core/resource_limits.h"
 #include "ir/graph.h"
 
 namespace qforge::fuzz {
@@ -23,8 +24,20 @@ namespace qforge::fuzz {
 // the input, newlines included: the CLI and the Python module print it through printable(), which
 // escapes control characters, so it is still one line.)
 // QFORGE_FUZZ_VERBOSE=1 prints each refusal (to check that seeds get past the parsers).
+// The resource limits under fuzzing: scripts/fuzz.sh gives each target 2 GiB of memory, so a
+// tensor or model a quarter of that is refused as the product refuses one above its defaults. An
+// out-of-memory report then means an allocation the limits do not see, which is a finding.
+inline void setFuzzingLimits() {
+  ResourceLimits limits;
+  limits.max_model_bytes = int64_t{512} << 20;
+  limits.max_tensor_bytes = int64_t{256} << 20;
+  setResourceLimits(limits);
+}
+
 template <typename Body>
 int refusalsOnly(Body&& body) {
+  static const bool limits_set = (setFuzzingLimits(), true);
+  (void)limits_set;
   try {
     body();
   } catch (const qforge::Error& e) {

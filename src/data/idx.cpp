@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "core/resource_limits.h"
 #include "data/model_sources.h"
 
 namespace qforge::data {
@@ -119,6 +120,12 @@ IdxFile::IdxFile(const std::string& path) : path_(path), source_(path) {
     require(!overflow, "'" + path + "': IDX dims " + shapeText(dims_) +
                            " hold more bytes than any file can (corrupt header)");
   }
+  // A record is read whole into a float tensor: a header declaring a huge one is refused before
+  // a gzipped file is inflated that far.
+  requireTensorBytes(
+      tensorBytes(std::vector<int64_t>(dims_.begin() + (dims_.empty() ? 0 : 1), dims_.end()),
+                  sizeof(float)),
+      "one record of '" + path + "' (IDX dims " + shapeText(dims_) + ")");
   data_offset_ = 4 + 4 * ndim;
   // An uncompressed file's size is known now; a gzipped one is checked as it is inflated.
   if (!source_.gzipped() && count() > 0) {

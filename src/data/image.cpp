@@ -3,9 +3,11 @@
 #include <ATen/ATen.h>
 
 #include <cmath>
+#include <limits>
 
 #include "core/error.h"
 #include "core/files.h"
+#include "core/resource_limits.h"
 
 // stb_image is a single-header library: this translation unit holds its implementation.
 #define STB_IMAGE_IMPLEMENTATION
@@ -78,8 +80,16 @@ void checkJpegHuffmanTables(const std::string& bytes, const std::string& path) {
 at::Tensor decodeImage(const std::string& path) {
   const std::string bytes = readFile(path);
   require(!bytes.empty(), "cannot decode image '" + path + "': the file is empty");
+  require(bytes.size() <= static_cast<size_t>(std::numeric_limits<int>::max()),
+          "cannot decode image '" + path + "': files above 2 GiB are not read as images");
   checkJpegHuffmanTables(bytes, path);
   int w = 0, h = 0, c = 0;
+  // A few header bytes can declare 2^24 x 2^24 pixels; stb would allocate them before finding the
+  // data missing. The image becomes a float tensor, so that is the size checked.
+  if (stbi_info_from_memory(reinterpret_cast<const stbi_uc*>(bytes.data()),
+                            static_cast<int>(bytes.size()), &w, &h, &c)) {
+    requireTensorBytes(tensorBytes({h, w, c}, sizeof(float)), "image '" + path + "'");
+  }
   stbi_uc* pixels = stbi_load_from_memory(reinterpret_cast<const stbi_uc*>(bytes.data()),
                                           static_cast<int>(bytes.size()), &w, &h, &c, 0);
   if (!pixels) {

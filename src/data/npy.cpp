@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <numeric>
@@ -165,10 +166,15 @@ void NpyFile::parseHeader(int64_t end) {
   // The data must be all there: catches truncated files up front, not at the last record. Dims
   // are checked first: a negative one or a product past int64_t (signed overflow) came from
   // fuzzed headers (issue #22).
+  // Zero-sized dims count as 1 in the product checked: an empty [0, 2^40, 2^40] still has strides
+  // past int64_t.
   int64_t need = static_cast<int64_t>(at::elementSize(dtype_));
+  int64_t strides_span = need;
   for (int64_t d : shape_) {
     require(d >= 0, "'" + path + "': negative dimension in .npy shape " + shape);
-    require(!__builtin_mul_overflow(need, d, &need) && need <= (int64_t{1} << 60),
+    require(!__builtin_mul_overflow(need, d, &need) &&
+                !__builtin_mul_overflow(strides_span, std::max<int64_t>(d, 1), &strides_span) &&
+                strides_span <= (int64_t{1} << 60),
             "'" + path + "': .npy shape " + shape + " holds more bytes than any file can");
   }
   need += data_offset_;

@@ -113,12 +113,23 @@ void requireUtf8(const std::string& text, const std::string& what) {
               std::to_string(bad) + "); ONNX names are UTF-8: fix the name or re-export the model");
 }
 
+// Symbolic dimensions ("N", "batch") are printed in shapes and reports like names.
+void requireUtf8DimParams(const onnx::ValueInfoProto& info, const std::string& what) {
+  if (!info.type().has_tensor_type() || !info.type().tensor_type().has_shape()) return;
+  for (const auto& d : info.type().tensor_type().shape().dim()) {
+    if (d.has_dim_param())
+      requireUtf8(d.dim_param(), what + " '" + info.name() + "' has a dimension whose name");
+  }
+}
+
 void requireUtf8Names(const onnx::GraphProto& g) {
   requireUtf8(g.name(), "the graph name");
   for (const auto& init : g.initializer())
     requireUtf8(init.name(), "an initializer name");
-  for (const auto& in : g.input())
+  for (const auto& in : g.input()) {
     requireUtf8(in.name(), "a graph input name");
+    requireUtf8DimParams(in, "graph input");
+  }
   for (int i = 0; i < g.node_size(); ++i) {
     const onnx::NodeProto& n = g.node(i);
     const std::string which = "node " + std::to_string(i);
@@ -134,10 +145,14 @@ void requireUtf8Names(const onnx::GraphProto& g) {
       requireUtf8(attribute.name(), node + " has an attribute whose name");
   }
   // After the nodes: shape inference copies their output names into value_info.
-  for (const auto& out : g.output())
+  for (const auto& out : g.output()) {
     requireUtf8(out.name(), "a graph output name");
-  for (const auto& info : g.value_info())
+    requireUtf8DimParams(out, "graph output");
+  }
+  for (const auto& info : g.value_info()) {
     requireUtf8(info.name(), "a value_info name");
+    requireUtf8DimParams(info, "value_info");
+  }
 }
 
 // "ai.onnx" is another name of the default domain "": one spelling from import on, so that every

@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cstring>
 #include <filesystem>
@@ -26,14 +27,18 @@ std::vector<int64_t> dimsOf(const onnx::TensorProto& proto, const std::string& w
 }
 
 // Refuses a shape whose size overflows (a fuzzed initializer's dims overflowed int64_t, issue
-// #22): no tensor holds 2^60 elements.
+// #22): no tensor holds 2^60 elements. Zero-sized dimensions count as 1 here, as in ATen's strides:
+// [0, 2^40, 2^40] holds nothing, but its strides overflow and ATen's reshape aborted on them.
 int64_t elementCount(const std::vector<int64_t>& dims, const std::string& what) {
-  int64_t n = 1;
+  int64_t strides_span = 1;
+  bool empty = false;
   for (int64_t d : dims) {
-    require(!__builtin_mul_overflow(n, d, &n) && n <= (int64_t{1} << 60),
+    empty = empty || d == 0;
+    require(!__builtin_mul_overflow(strides_span, std::max<int64_t>(d, 1), &strides_span) &&
+                strides_span <= (int64_t{1} << 60),
             what + ": tensor shape has more elements than any tensor can hold");
   }
-  return n;
+  return empty ? 0 : strides_span;
 }
 
 // An external-data offset or length: a decimal integer (std::stoll threw std::invalid_argument at

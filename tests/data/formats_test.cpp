@@ -5,6 +5,7 @@
 #include "data/data_test_files.h"
 #include "data/idx.h"
 #include "data/npy.h"
+#include "support/scoped_limits.h"
 
 namespace qforge::data {
 namespace {
@@ -112,6 +113,21 @@ TEST(NpyTest, RejectsNegativeAndOverflowingShapes) {
                   {"huge.npy", "more bytes than any file can"});
 }
 
+// An empty array is still a shape: ATen's strides multiply every dim but the zero ones, so
+// (0, 2^40, 2^40) overflowed them although it holds no bytes.
+TEST(NpyTest, RejectsAnEmptyShapeWhoseStridesOverflow) {
+  const std::string dir = testing::makeTempDir("npy");
+  writeBytes(dir + "/empty.npy",
+             npyBytes("{'descr': '<f4', 'fortran_order': False, 'shape': (0, 1099511627776, "
+                      "1099511627776), }",
+                      nullptr, 0));
+  expectErrorWith([&] { NpyFile(dir + "/empty.npy"); },
+                  {"empty.npy", "more bytes than any file can"});
+  writeBytes(dir + "/fine.npy",
+             npyBytes("{'descr': '<f4', 'fortran_order': False, 'shape': (0, 3), }", nullptr, 0));
+  EXPECT_EQ(NpyFile(dir + "/fine.npy").shape(), (std::vector<int64_t>{0, 3}));
+}
+
 TEST(IdxTest, ReadsPlainAndGzippedFilesAlike) {
   const std::string dir = testing::makeTempDir("idx");
   std::vector<uint8_t> pixels(3 * 2 * 2);
@@ -143,6 +159,19 @@ TEST(IdxTest, RejectsDimsThatHoldMoreBytesThanAFileCan) {
   writeBytes(dir + "/huge-ubyte.gz", gzipped(idxBytes({0, 4294967295u, 4294967295u}, {})));
   expectErrorWith([&] { IdxFile(dir + "/huge-ubyte.gz"); },
                   {"huge-ubyte.gz", "more bytes than any file can"});
+}
+
+// A record is read into a float tensor whole: one above the tensor limit is refused from the
+// header, before a gzipped file is inflated that far.
+TEST(IdxTest, ARecordAboveTheTensorLimitIsRefusedFromTheHeader) {
+  const std::string dir = testing::makeTempDir("idx");
+  writeBytes(dir + "/wide-ubyte.gz", gzipped(idxBytes({1, 20000, 20000}, {1, 2, 3})));
+  ResourceLimits limits;
+  limits.max_tensor_bytes = int64_t{256} << 20;
+  testing::ScopedLimits scope(limits);
+  expectErrorWith([&] { IdxFile(dir + "/wide-ubyte.gz"); },
+                  {"one record of", "wide-ubyte.gz", "[1,20000,20000]", "would take 1.5 GiB",
+                   "above the limit of 256.0 MiB", "--max-tensor-bytes"});
 }
 
 TEST(IdxTest, RejectsTruncatedAndForeignFiles) {

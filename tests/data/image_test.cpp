@@ -9,6 +9,7 @@
 #include "data/data_test_files.h"
 #include "data/dataset.h"
 #include "data/image.h"
+#include "support/scoped_limits.h"
 
 #define STB_IMAGE_WRITE_IMPLEMENTATION
 #include <stb/stb_image_write.h>
@@ -84,6 +85,18 @@ TEST(ImageTest, AnImageWithoutPixelsIsRefused) {
   o.resize = 8;
   expectErrorWith([&] { transformImage(decodeImage(dir + "/empty.pgm"), o, "empty.pgm"); },
                   {"empty.pgm", "no pixels (0x0)"});
+}
+
+// A header of a few bytes can declare any size; stb allocated it before finding the pixels missing
+// (a fuzzed TGA asked for 3 GiB, issue #22). The size is checked against the tensor limit first.
+TEST(ImageTest, AnImageAboveTheTensorLimitIsRefusedFromItsHeader) {
+  const std::string dir = testing::makeTempDir("img");
+  writeBytes(dir + "/wide.pgm", "P5\n20000 20000\n255\n\x01\x02");
+  ResourceLimits limits;
+  limits.max_tensor_bytes = int64_t{256} << 20;
+  testing::ScopedLimits scope(limits);
+  expectErrorWith([&] { decodeImage(dir + "/wide.pgm"); },
+                  {"image '", "wide.pgm", "would take 1.5 GiB", "above the limit of 256.0 MiB"});
 }
 
 TEST(ImageTest, DecodeErrorsNameTheFile) {

@@ -175,6 +175,24 @@ TEST(OnnxImportTest, NamesThatAreNotUtf8AreRefusedAndShownEscaped) {
   EXPECT_EQ(importOnnxFile(saved(accented, "utf8_ok")).nodes().back()->name(), "r\xC3\xA9lu");
 }
 
+// Symbolic dimensions are printed in shapes and JSON reports like names (`qforge inspect --json`
+// threw nlohmann's type_error on a fuzzed one, issue #22).
+TEST(OnnxImportTest, DimensionNamesThatAreNotUtf8AreRefused) {
+  OnnxBuilder model = smallMlp();
+  model.model()
+      .mutable_graph()
+      ->mutable_input(0)
+      ->mutable_type()
+      ->mutable_tensor_type()
+      ->mutable_shape()
+      ->mutable_dim(0)
+      ->set_dim_param("N\xDF");
+  EXPECT_NE(importError(saved(model, "utf8_dim"))
+                .find("graph input 'x' has a dimension whose name 'N\\xDF' is not UTF-8 text"),
+            std::string::npos)
+      << importError(saved(model, "utf8_dim"));
+}
+
 TEST(OnnxImportTest, CycleIsRefused) {
   OnnxBuilder b;
   b.input("x", kFloat, {2}).output("q", kFloat, {2});

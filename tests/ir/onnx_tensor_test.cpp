@@ -31,6 +31,20 @@ TEST(OnnxTensorTest, AShapeWhoseSizeOverflowsIsRefused) {
             "initializer 'w': tensor shape has more elements than any tensor can hold");
 }
 
+// No elements, but ATen's strides multiply the other dims: (0, 2^40, 2^40) overflowed them and
+// ATen's reshape aborted (c10::Error from a fuzzed initializer, issue #22).
+TEST(OnnxTensorTest, AnEmptyShapeWhoseStridesOverflowIsRefused) {
+  onnx::TensorProto t;
+  t.set_data_type(onnx::TensorProto::FLOAT);
+  for (int64_t d : {int64_t{0}, int64_t{1} << 40, int64_t{1} << 40})
+    t.add_dims(d);
+  EXPECT_EQ(errorOf([&] { tensorFromProto(t, ".", "initializer 'w'"); }),
+            "initializer 'w': tensor shape has more elements than any tensor can hold");
+  t.set_dims(1, 3);
+  t.set_dims(2, 4);
+  EXPECT_EQ(tensorFromProto(t, ".", "initializer 'w'").sizes(), (std::vector<int64_t>{0, 3, 4}));
+}
+
 TEST(OnnxTensorTest, ExternalDataFieldsMustBeIntegersInRange) {
   const std::string dir = makeTempDir("ext");
   std::ofstream(dir + "/w.bin", std::ios::binary).write("abcdefgh", 8);
