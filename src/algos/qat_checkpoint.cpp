@@ -4,16 +4,18 @@
 #include <ATen/core/ivalue.h>
 #include <caffe2/serialize/inline_container.h>
 #include <caffe2/serialize/read_adapter_interface.h>
-#include <torch/csrc/jit/serialization/import_read.h>
 #include <torch/csrc/jit/serialization/pickle.h>
+#include <torch/csrc/jit/serialization/unpickler.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <vector>
 
+#include "algos/pickle_check.h"
 #include "core/error.h"
 #include "core/files.h"
 #include "core/json_reader.h"
@@ -47,13 +49,60 @@ class BoundedReader : public caffe2::serialize::ReadAdapterInterface {
   const std::string& bytes_;
 };
 
-// What torch::jit::pickle_load does, through BoundedReader.
+// Every tensor's storage within the record libtorch read it from. The Unpickler sizes a storage by
+// the element count the pickle claims, not by the bytes of its record: a damaged checkpoint would
+// make a tensor that reads past its data.
+void checkStorages(const c10::IValue& value, const std::map<const void*, size_t>& record_bytes) {
+  if (value.isTensor()) {
+    const at::Storage& storage = value.toTensor().storage();
+    if (storage.nbytes() == 0) return;
+    const auto record = record_bytes.find(storage.data());
+    require(record != record_bytes.end() && storage.nbytes() <= record->second,
+            "a tensor claims " + std::to_string(storage.nbytes()) +
+                " bytes of data, more than its record holds");
+  } else if (value.isGenericDict()) {
+    for (const auto& entry : value.toGenericDict()) {
+      checkStorages(entry.key(), record_bytes);
+      checkStorages(entry.value(), record_bytes);
+    }
+  } else if (value.isList()) {
+    for (const c10::IValue& item : value.toListRef())
+      checkStorages(item, record_bytes);
+  } else if (value.isTuple()) {
+    for (const c10::IValue& item : value.toTupleRef().elements())
+      checkStorages(item, record_bytes);
+  }
+}
+
+// What torch::jit::pickle_load does (readArchiveAndTensors), through BoundedReader, with the
+// pickle checked before libtorch's Unpickler reads it and the tensors checked after.
 c10::IValue unpickle(const std::string& bytes) {
   caffe2::serialize::PyTorchStreamReader reader(std::make_shared<BoundedReader>(bytes));
-  return torch::jit::readArchiveAndTensors("data", /*pickle_prefix=*/"", /*tensor_prefix=*/"",
-                                           /*type_resolver=*/c10::nullopt,
-                                           /*obj_loader=*/c10::nullopt, /*device=*/c10::nullopt,
-                                           reader);
+  require(reader.hasRecord("data.pkl"), "the archive has no data.pkl");
+  const std::tuple<at::DataPtr, size_t> pickle_record = reader.getRecord("data.pkl");
+  const char* pickle = static_cast<const char*>(std::get<0>(pickle_record).get());
+  const size_t pickle_size = std::get<1>(pickle_record);
+  checkTorchPickle(pickle, pickle_size, "data.pkl");
+
+  size_t pos = 0;
+  const auto read = [&](char* out, size_t n) {
+    n = std::min(n, pickle_size - pos);
+    std::memcpy(out, pickle + pos, n);
+    pos += n;
+    return n;
+  };
+  std::map<const void*, size_t> record_bytes;
+  const auto read_record = [&](const std::string& key) {
+    auto [data, size] = reader.getRecord("data/" + key);
+    record_bytes[data.get()] = size;
+    return std::move(data);
+  };
+  torch::jit::Unpickler unpickler(read, /*type_resolver=*/nullptr, /*obj_loader=*/nullptr,
+                                  read_record, /*device=*/c10::nullopt);
+  unpickler.set_version(reader.version());
+  c10::IValue root = unpickler.parse_ivalue();
+  checkStorages(root, record_bytes);
+  return root;
 }
 
 TensorDict toDict(const std::map<std::string, at::Tensor>& tensors) {

@@ -140,5 +140,29 @@ TEST(QatCheckpointContents, ATruncatedFileIsRefusedWithoutReadingPastIt) {
   EXPECT_EQ(algos::loadQatCheckpoint(dir.file("c.pt")).initializers.at("w").numel(), 3000);
 }
 
+// A tensor whose pickled element count exceeds its data record: libtorch's Unpickler sizes the
+// storage by the count, so the tensor would read past the record. The zip is stored uncompressed
+// and libtorch does not check CRCs, so the count is patched in place: epoch_sums' 5 doubles (its
+// persistent id ends "K\x05tQ": BININT1 5, TUPLE, BINPERSID) become 64.
+TEST(QatCheckpointContents, ATensorLargerThanItsRecordIsRefused) {
+  algos::QatCheckpoint c;
+  c.settings = "{}";
+  c.epoch_sums = at::arange(5, at::kDouble);
+  TempDir dir("qat-checkpoint");
+  algos::saveQatCheckpoint(c, dir.file("c.pt"));
+  std::string bytes = readFile(dir.file("c.pt"));
+  const std::string count = std::string("K\x05tQ", 4);
+  const size_t at = bytes.find(count);
+  ASSERT_NE(at, std::string::npos);
+  ASSERT_EQ(bytes.find(count, at + 1), std::string::npos);
+  EXPECT_EQ(algos::loadQatCheckpoint(dir.file("c.pt")).epoch_sums[4].item<double>(), 4.0);
+  bytes[at + 1] = 64;
+  writeFileAtomically(dir.file("long.pt"), bytes);
+  const std::string message = errorOf([&] { algos::loadQatCheckpoint(dir.file("long.pt")); });
+  EXPECT_NE(message.find("a tensor claims 512 bytes of data, more than its record holds"),
+            std::string::npos)
+      << message;
+}
+
 }  // namespace
 }  // namespace qforge::testing
