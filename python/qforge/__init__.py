@@ -25,8 +25,10 @@ from ._qforge import (  # noqa: F401
     deploy,
     eval,
     inspect,
+    limits,
     qat,
     quantize,
+    set_limits,
     verify,
 )
 
@@ -43,8 +45,10 @@ __all__ = [
     "deploy",
     "eval",
     "inspect",
+    "limits",
     "load",
     "qat",
     "quantize",
+    "set_limits",
     "verify",
 ]

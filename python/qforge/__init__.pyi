@@ -170,6 +170,25 @@ def configure_allocator() -> bool:
     system). Off unless called, since it changes the whole process; QFORGE_MALLOC_TUNING=0 makes
     it do nothing. Returns whether it was applied."""
 
+Size = Union[int, str]
+
+def set_limits(
+    *,
+    max_model_bytes: Optional[Size] = None,
+    max_tensor_bytes: Optional[Size] = None,
+    max_subgraph_depth: Optional[int] = None,
+    max_nodes: Optional[int] = None,
+) -> None:
+    """The resource limits of every later call in this process, as the CLI's --max-* flags:
+    a model's initializers in all, any one tensor read or computed, control-flow nesting, nodes.
+    Sizes are bytes or strings such as "512M" or "16GiB"; None leaves a limit as it is. The
+    defaults come from QFORGE_MAX_MODEL_BYTES, QFORGE_MAX_TENSOR_BYTES, QFORGE_MAX_SUBGRAPH_DEPTH
+    and QFORGE_MAX_NODES, else 16 GiB, 8 GiB, 32 and 1,000,000."""
+
+def limits() -> Dict[str, int]:
+    """The resource limits in force: max_model_bytes, max_tensor_bytes (bytes),
+    max_subgraph_depth, max_nodes."""
+
 def load(dir: PathLike) -> "PreparedModel":
     """The prepared model a quantize/qat run (or PreparedModel.save) wrote into `dir`."""
 
@@ -177,13 +196,7 @@ class PreparedModel:
     """A model with its fake quantizers, calibrated or trained."""
 
     @staticmethod
-    def configure_allocator() -> bool:
-    """Applies the qforge command's malloc policy to this process: large blocks stay on the heap
-    and freed memory is kept for reuse (runs about 5% faster; memory is not returned to the
-    system). Off unless called, since it changes the whole process; QFORGE_MALLOC_TUNING=0 makes
-    it do nothing. Returns whether it was applied."""
-
-def load(dir: PathLike) -> "PreparedModel": ...
+    def load(dir: PathLike) -> "PreparedModel": ...
     @property
     def backend(self) -> str: ...
     @property

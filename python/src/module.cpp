@@ -3,15 +3,56 @@
 // torch's Python bindings wrap; torch is imported when the first one does (requireTorch).
 #include <pybind11/pybind11.h>
 
+#include <cstdint>
 #include <exception>
+#include <string>
 
 #include "bindings.h"
 #include "core/allocator.h"
 #include "core/error.h"
+#include "core/resource_limits.h"
 #include "core/threads.h"
 #include "core/utf8.h"
 
 namespace py = pybind11;
+
+namespace {
+
+// A size limit from Python: bytes as an int, or a string as the CLI takes ("512M", "16GiB").
+void setBytes(int64_t& limit, const py::object& value, const std::string& name) {
+  if (value.is_none()) return;
+  if (py::isinstance<py::str>(value)) {
+    limit = qforge::parseByteSize(value.cast<std::string>(), name);
+    return;
+  }
+  qforge::require(py::isinstance<py::int_>(value) && !py::isinstance<py::bool_>(value),
+                  name + " must be a number of bytes or a size such as \"512M\"");
+  int64_t bytes = 0;
+  try {
+    bytes = value.cast<int64_t>();
+  } catch (const py::cast_error&) {
+    bytes = -1;  // past int64_t
+  }
+  qforge::require(bytes >= 1, name + " must be from 1 byte to 8 EiB");
+  limit = bytes;
+}
+
+// A count limit from Python: an int of at least 1.
+void setCount(int64_t& limit, const py::object& value, const std::string& name) {
+  if (value.is_none()) return;
+  int64_t count = 0;
+  if (py::isinstance<py::int_>(value) && !py::isinstance<py::bool_>(value)) {
+    try {
+      count = value.cast<int64_t>();
+    } catch (const py::cast_error&) {
+      count = 0;
+    }
+  }
+  qforge::require(count >= 1, name + " must be a whole number of at least 1");
+  limit = count;
+}
+
+}  // namespace
 
 PYBIND11_MODULE(_qforge, m) {
   m.doc() = "qforge: hardware-aware quantization of ONNX models";
@@ -34,6 +75,35 @@ PYBIND11_MODULE(_qforge, m) {
         "heap and freed memory is kept for reuse (runs about 5% faster, memory is not returned "
         "to the system). Off unless called; QFORGE_MALLOC_TUNING=0 makes it do nothing. "
         "Returns whether it was applied.");
+  // The CLI's --max-* flags for a Python process (QFORGE_MAX_* set the defaults, as for the CLI).
+  m.def(
+      "set_limits",
+      [](const py::object& max_model_bytes, const py::object& max_tensor_bytes,
+         const py::object& max_subgraph_depth, const py::object& max_nodes) {
+        qforge::ResourceLimits limits = qforge::resourceLimits();
+        setBytes(limits.max_model_bytes, max_model_bytes, "max_model_bytes");
+        setBytes(limits.max_tensor_bytes, max_tensor_bytes, "max_tensor_bytes");
+        setCount(limits.max_subgraph_depth, max_subgraph_depth, "max_subgraph_depth");
+        setCount(limits.max_nodes, max_nodes, "max_nodes");
+        qforge::setResourceLimits(limits);
+      },
+      py::kw_only(), py::arg("max_model_bytes") = py::none(),
+      py::arg("max_tensor_bytes") = py::none(), py::arg("max_subgraph_depth") = py::none(),
+      py::arg("max_nodes") = py::none(),
+      "Sets the resource limits of later calls, as the CLI's --max-* flags; None leaves one as "
+      "it is. Sizes are bytes or strings such as \"512M\".");
+  m.def(
+      "limits",
+      [] {
+        const qforge::ResourceLimits& l = qforge::resourceLimits();
+        py::dict d;
+        d["max_model_bytes"] = l.max_model_bytes;
+        d["max_tensor_bytes"] = l.max_tensor_bytes;
+        d["max_subgraph_depth"] = l.max_subgraph_depth;
+        d["max_nodes"] = l.max_nodes;
+        return d;
+      },
+      "The resource limits in force.");
   qforge::python::bindCommands(m);
   qforge::python::bindPreparedModel(m);
 }
