@@ -46,11 +46,16 @@ if ! $report_only; then
     [ -d fuzz/regressions/"$t" ] && seeds+=(fuzz/regressions/"$t")
     local dict=()
     [ -f fuzz/"$t".dict ] && dict=(-dict=fuzz/"$t".dict)
+    # Scratch files in a directory of this run: a worker killed at a finding leaves its own
+    # behind, which goes with the directory at the end.
+    local tmp=$build/fuzz-tmp/$t
+    rm -rf "$tmp" && mkdir -p "$tmp"
     # -fork=1 with -ignore_*: keep fuzzing after a finding. QFORGE_NUM_THREADS=1: one core per job.
-    QFORGE_NUM_THREADS=1 "$build/fuzz/${t}_fuzz" "$corpus" "${seeds[@]}" "${dict[@]}" \
+    TMPDIR=$tmp QFORGE_NUM_THREADS=1 "$build/fuzz/${t}_fuzz" "$corpus" "${seeds[@]}" "${dict[@]}" \
       -fork=1 -ignore_crashes=1 -ignore_ooms=1 -ignore_timeouts=1 \
       -max_len="$(max_len "$t")" -rss_limit_mb=2048 -timeout=10 -max_total_time="$seconds" \
       -artifact_prefix="$crashes/" >"$build/fuzz-logs/$t.log" 2>&1 || true
+    rm -rf "$tmp"
   }
 
   for t in "${targets[@]}"; do
