@@ -6,6 +6,7 @@
 // docs/BAD_INPUT.md lists the cases with the message each gives; the test checks that every case
 // is there. To rewrite it from the messages of the current build, run this test with
 // QFORGE_WRITE_BAD_INPUT_DOC=$PWD/docs/BAD_INPUT.md (the command is in the file).
+#include <ATen/ATen.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -16,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "algos/qat_checkpoint.h"
 #include "core/files.h"
 #include "core/utf8.h"
 #include "support/cli_runner.h"
@@ -215,6 +217,10 @@ void makeFixtures(const fs::path& dir) {
   writeBytes(dir / "data" / "missing.txt", "no/such/image.png 3\n");
   writeBytes(dir / "data" / "mixed.txt", "img/a.png 1\nimg/a.png\n");
   writeBytes(dir / "data" / "neg.npy", npy("<f4", "(4, 2)", std::string(32, '\0')));
+  // Headers declaring 20000x20000 pixels (1.5 GiB as floats) over a few bytes.
+  writeBytes(dir / "data" / "huge_img" / "wide.pgm", "P5\n20000 20000\n255\n\x01\x02");
+  writeBytes(dir / "data" / "wide-images-idx3-ubyte",
+             std::string("\x00\x00\x08\x03\x00\x00\x00\x01\x00\x00\x4e\x20\x00\x00\x4e\x20", 16));
 
   // Parameter files for `qforge convert`.
   writeBytes(dir / "conv" / "cache.txt", "TRT-8001-EntropyCalibration2\ninput: zzzz\n");
@@ -237,6 +243,23 @@ void makeFixtures(const fs::path& dir) {
   writeBytes(dir / "prep_version" / "prepared.onnx", readFile(zoo("resnet")));
   writeBytes(dir / "ckpt_bad" / "checkpoint.pt", "not a checkpoint at all");
   writeBytes(dir / "ckpt_trunc" / "checkpoint.pt", std::string("PK\x03\x04", 4) + "trunc");
+  // A real checkpoint with its pickle patched: a string length of 4 GiB (the zip is stored
+  // uncompressed and libtorch does not check CRCs), and epoch_sums' 5 doubles claimed as 64.
+  algos::QatCheckpoint checkpoint;
+  checkpoint.settings = "{}";
+  checkpoint.epoch_sums = at::zeros({5}, at::kDouble);
+  algos::saveQatCheckpoint(checkpoint, (dir / "ckpt_ok.pt").string());
+  const std::string saved = readFile((dir / "ckpt_ok.pt").string());
+  std::string huge_string = saved;
+  const size_t format_key =
+      huge_string.find(std::string("X\x06\x00\x00\x00"
+                                   "format",
+                                   11));
+  huge_string.replace(format_key + 1, 4, "\xf0\xff\xff\xff");
+  writeBytes(dir / "ckpt_huge_string" / "checkpoint.pt", huge_string);
+  std::string long_tensor = saved;
+  long_tensor[long_tensor.find(std::string("K\x05tQ", 4)) + 1] = 64;
+  writeBytes(dir / "ckpt_long_tensor" / "checkpoint.pt", long_tensor);
 }
 
 std::vector<Case> matrix() {
@@ -319,6 +342,11 @@ std::vector<Case> matrix() {
   add(f, "IDX truncated", q + "--calib DIR/data/short-images-idx3-ubyte" + out,
       "short-images-idx3-ubyte");
   add(f, "image not decodable", q + "--calib folder:DIR/data/img" + out, "a.png");
+  add(f, "image above the tensor limit",
+      q + "--calib folder:DIR/data/huge_img --max-tensor-bytes 256M" + out,
+      "wide.pgm' would take 1.5 GiB, above the limit of 256.0 MiB");
+  add(f, "IDX record above the tensor limit",
+      q + "--calib DIR/data/wide-images-idx3-ubyte --max-tensor-bytes 256M" + out, "one record of");
   add(f, "empty folder", q + "--calib folder:DIR/data/empty_folder" + out, "empty_folder");
   add(f, "list names a missing file", q + "--calib list:DIR/data/missing.txt" + out,
       "no/such/image.png");
@@ -379,6 +407,12 @@ std::vector<Case> matrix() {
   add(f, "truncated checkpoint",
       "qat " + resnet + " --backend TensorRT --resume DIR/ckpt_trunc --limit 64 --batch 32",
       "ckpt_trunc/checkpoint.pt");
+  add(f, "string length past the end",
+      "qat " + resnet + " --backend TensorRT --resume DIR/ckpt_huge_string --limit 64 --batch 32",
+      "data.pkl declares 4294967280 bytes");
+  add(f, "tensor larger than its record",
+      "qat " + resnet + " --backend TensorRT --resume DIR/ckpt_long_tensor --limit 64 --batch 32",
+      "a tensor claims 512 bytes of data, more than its record holds");
   add(f, "no checkpoint there",
       "qat " + resnet + " --backend TensorRT --resume DIR/prep_empty --limit 64 --batch 32",
       "no checkpoint.pt there");
