@@ -2,6 +2,7 @@
 
 #include <map>
 #include <string>
+#include <vector>
 
 namespace qforge {
 
@@ -25,6 +26,24 @@ bool dividesByStrides(const onnx::NodeProto& node) {
   const std::string& op = node.op_type();
   return op == "Conv" || op == "ConvInteger" || op == "QLinearConv" || op == "MaxPool" ||
          op == "AveragePool" || op == "LpPool";
+}
+
+// Whether the node is a control-flow op without one of the bodies ONNX's inference runs: its Scan
+// and Loop inference dereference the body's inferencer unchecked (SIGSEGV on a fuzzed Scan with no
+// body, issue #22).
+bool missesABody(const onnx::NodeProto& node) {
+  if (!node.domain().empty() && node.domain() != "ai.onnx") return false;
+  const std::string& op = node.op_type();
+  std::vector<std::string> bodies;
+  if (op == "Scan" || op == "Loop") bodies = {"body"};
+  if (op == "If") bodies = {"then_branch", "else_branch"};
+  for (const std::string& body : bodies) {
+    bool found = false;
+    for (const auto& a : node.attribute())
+      found = found || (a.name() == body && a.has_g());
+    if (!found) return true;
+  }
+  return false;
 }
 
 void addKnown(const onnx::ValueInfoProto& v, Shapes& known) {
@@ -51,6 +70,7 @@ void guardGraph(onnx::GraphProto& graph, Shapes known, std::vector<onnx::NodePro
       for (onnx::GraphProto& g : *a.mutable_graphs())
         guardGraph(g, known, added, safe);
     }
+    safe = safe && !missesABody(node);
     if (dividesByStrides(node)) {
       for (const auto& a : node.attribute()) {
         if (a.name() != "strides") continue;

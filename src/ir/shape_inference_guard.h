@@ -5,7 +5,8 @@
 // input made `qforge inspect` crash with SIGSEGV (found by fuzzing, issue #22). With the attribute
 // present, ONNX checks its length against the input's rank and gives up cleanly instead. And it
 // divides by a convolution's or pool's strides unchecked (SIGFPE on a stride of 0): a model with
-// such a node is not shape-inferred at all (inference is advisory; the executor refuses the node).
+// such a node is not shape-inferred at all (inference is advisory; the executor refuses the node),
+// nor is one with a Scan, Loop or If missing a body, which ONNX's inference dereferences.
 #pragma once
 
 #include <onnx/onnx_pb.h>

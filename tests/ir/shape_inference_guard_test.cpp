@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include "core/error.h"
 #include "ir/onnx_import.h"
 #include "support/onnx_builder.h"
 
@@ -62,6 +63,36 @@ TEST(ShapeInferenceGuardTest, ImportOfTheFuzzedShapeDoesNotCrash) {
   const Graph g = importOnnxModel(b.model(), ".");  // inference gives up; the model is as read
   ASSERT_EQ(g.nodes().size(), 1u);
   EXPECT_EQ(g.nodes()[0]->attributes.find("kernel_shape"), nullptr);
+}
+
+// ONNX 1.12's Scan and Loop inference run the body's inferencer without checking there is one
+// (SIGSEGV on a fuzzed Scan without a body, issue #22).
+TEST(ShapeInferenceGuardTest, ControlFlowWithoutItsBodyIsNotInferred) {
+  for (const char* op : {"Scan", "Loop", "If"}) {
+    OnnxBuilder b;
+    b.input("x", onnx::TensorProto::FLOAT, {1, 3});
+    onnx::NodeProto& node = b.node(op, {"x"}, {"y"}, "flow");
+    addIntsAttribute(node, "body_not_here", {1});
+    b.output("y", onnx::TensorProto::FLOAT, {});
+    EXPECT_FALSE(ShapeInferenceGuard(b.model()).inferenceIsSafe()) << op;
+    // Refused or imported, never a crash.
+    try {
+      (void)importOnnxModel(b.model(), ".");
+    } catch (const Error&) {
+    }
+  }
+  // An If with both branches is inferred.
+  OnnxBuilder b;
+  b.input("c", onnx::TensorProto::BOOL, {});
+  onnx::NodeProto& node = b.node("If", {"c"}, {"y"}, "if");
+  for (const char* branch : {"then_branch", "else_branch"}) {
+    onnx::AttributeProto* a = node.add_attribute();
+    a->set_name(branch);
+    a->set_type(onnx::AttributeProto::GRAPH);
+    a->mutable_g()->set_name(branch);
+  }
+  b.output("y", onnx::TensorProto::FLOAT, {});
+  EXPECT_TRUE(ShapeInferenceGuard(b.model()).inferenceIsSafe());
 }
 
 }  // namespace
