@@ -1,12 +1,15 @@
-// `qforge inspect MODEL`: what a model is made of and whether qforge can run it.
+// `qforge inspect MODEL`: what a model is made of and whether qforge can run it. Names from the
+// file are shown through printableName(): UTF-8 as it is, control characters escaped.
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <iostream>
 #include <map>
 #include <string>
 #include <vector>
 
 #include "cli/commands.h"
+#include "core/utf8.h"
 #include "ir/dump.h"
 #include "ir/onnx_import.h"
 #include "pipelines/inspect_report.h"
@@ -21,6 +24,19 @@ struct InspectOptions {
   bool dump = false;
 };
 
+// The dump's lines, each escaped as a name is (a name in it may hold terminal escapes or a newline
+// of its own, which then shows as \x0A).
+std::string printableLines(const std::string& text) {
+  std::string out;
+  size_t start = 0;
+  while (start < text.size()) {
+    const size_t end = std::min(text.find('\n', start), text.size());
+    out += printable(text.substr(start, end - start)) + "\n";
+    start = end + 1;
+  }
+  return out;
+}
+
 int runInspect(const InspectOptions& o) {
   Graph graph = importOnnxFile(o.model);
   const nlohmann::json report = pipelines::inspectReport(graph, o.model);
@@ -33,32 +49,34 @@ int runInspect(const InspectOptions& o) {
     return 0;
   }
   std::cout << "model       " << o.model << "\n"
-            << "producer    " << report["producer"].get<std::string>() << "\n"
+            << "producer    " << printableName(report["producer"].get<std::string>()) << "\n"
             << "ir_version  " << graph.model.ir_version << "\n"
             << "opsets     ";
   for (const auto& [domain, version] : graph.model.opset_imports) {
-    std::cout << " " << (domain.empty() ? "ai.onnx" : domain) << ":" << version;
+    std::cout << " " << (domain.empty() ? "ai.onnx" : printableName(domain)) << ":" << version;
   }
   std::cout << "\nnodes       " << graph.nodeCount() << "\nparameters  " << parameters << "\n";
   for (const Value* v : graph.inputs()) {
     if (!v->isInitializer())
-      std::cout << "input       " << v->name() << " " << v->type.str() << "\n";
+      std::cout << "input       " << printableName(v->name()) << " " << printableName(v->type.str())
+                << "\n";
   }
   for (const Value* v : graph.outputs()) {
-    std::cout << "output      " << v->name() << " " << v->type.str() << "\n";
+    std::cout << "output      " << printableName(v->name()) << " " << printableName(v->type.str())
+              << "\n";
   }
   std::cout << "ops        ";
   for (const auto& [op, count] : op_counts)
-    std::cout << " " << op << "x" << count;
+    std::cout << " " << printableName(op) << "x" << count;
   std::cout << "\n";
   if (unsupported.empty()) {
     std::cout << "qforge can run every op of this model\n";
   } else {
     std::cout << "qforge cannot run yet:\n";
     for (const auto& line : unsupported)
-      std::cout << "  " << line << "\n";
+      std::cout << "  " << printableName(line) << "\n";
   }
-  if (o.dump) std::cout << "\n" << dumpGraph(graph);
+  if (o.dump) std::cout << "\n" << printableLines(dumpGraph(graph));
   return 0;
 }
 

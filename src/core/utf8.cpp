@@ -46,13 +46,16 @@ size_t invalidUtf8Offset(std::string_view text) {
   return std::string_view::npos;
 }
 
-std::string printable(std::string_view text) {
+namespace {
+
+std::string escapeControls(std::string_view text, bool keep_newlines) {
   std::string out;
   out.reserve(text.size());
   for (size_t i = 0; i < text.size();) {
     const size_t n = sequenceLength(text, i);
     const auto c = static_cast<unsigned char>(text[i]);
-    const bool control = n == 1 && (c < 0x20 || c == 0x7F) && c != '\t' && c != '\n';
+    const bool control =
+        n == 1 && (c < 0x20 || c == 0x7F) && c != '\t' && (c != '\n' || !keep_newlines);
     if (n == 0 || control) {
       char escaped[8];
       std::snprintf(escaped, sizeof(escaped), "\\x%02X", c);
@@ -64,6 +67,16 @@ std::string printable(std::string_view text) {
     }
   }
   return out;
+}
+
+}  // namespace
+
+std::string printable(std::string_view text) {
+  return escapeControls(text, /*keep_newlines=*/true);
+}
+
+std::string printableName(std::string_view text) {
+  return escapeControls(text, /*keep_newlines=*/false);
 }
 
 }  // namespace qforge

@@ -15,5 +15,7 @@ size_t invalidUtf8Offset(std::string_view text);
 // `text` safe for a terminal: well-formed UTF-8 kept, every other byte and every control
 // character but tab and newline written as \xNN.
 std::string printable(std::string_view text);
+// The same on one line: a name (of a node, value or op) with its newlines escaped as well.
+std::string printableName(std::string_view text);
 
 }  // namespace qforge

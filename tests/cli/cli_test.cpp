@@ -50,6 +50,24 @@ TEST(CliTest, InspectJsonDescribesTheModel) {
   EXPECT_EQ(j["unsupported"][0], "Frobnicate (opset 13): frob");
 }
 
+// Names are UTF-8 (checked at import) but may hold control characters: a node named with a
+// terminal escape, an op type with a newline. inspect shows them escaped, the dump too.
+TEST(CliTest, InspectShowsNamesFromTheFileEscaped) {
+  testing::OnnxBuilder b;
+  b.input("x\x1b[2J", onnx::TensorProto::FLOAT, {-1, 3});
+  b.output("y", onnx::TensorProto::FLOAT, {-1, 3});
+  b.node("Frob\nnicate", {"x\x1b[2J"}, {"y"}, "n\x07ode");
+  const std::string path = testing::makeTempDir("cli") + "/escapes.onnx";
+  b.save(path);
+  Result r = runCli("inspect --dump " + path);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_EQ(r.out.find('\x1b'), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find('\x07'), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("input       x\\x1B[2J float32[N,3]"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(" Frob\\x0Anicatex1"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("  Frob\\x0Anicate (opset 13): n\\x07ode\n"), std::string::npos) << r.out;
+}
+
 TEST(CliTest, RunningAnUnsupportedOpIsOneLineNamingTheNode) {
   Result r = runCli("run " + unknownOpModel());
   EXPECT_EQ(r.exit_code, 2);

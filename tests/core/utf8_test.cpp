@@ -41,6 +41,9 @@ TEST(Utf8, PrintableEscapesBadBytesAndControlCharacters) {
   EXPECT_EQ(printable("\x1B[31mred"), "\\x1B[31mred");  // no terminal escapes
   EXPECT_EQ(printable(std::string("a\0b\x7F", 4)), "a\\x00b\\x7F");
   EXPECT_EQ(printable("tab\tand\nnewline"), "tab\tand\nnewline");
+  // A name stays on its line.
+  EXPECT_EQ(printableName("tab\tand\nnewline\x1B"), "tab\tand\\x0Anewline\\x1B");
+  EXPECT_EQ(printableName("r\xC3\xA9lu\xFF"), "r\xC3\xA9lu\\xFF");
   EXPECT_EQ(printable("\xE2\x82\xAC \xED\xA0\x80"), "\xE2\x82\xAC \\xED\\xA0\\x80");
   EXPECT_EQ(printable("\xE2\x82"), "\\xE2\\x82");
   const std::string escaped = printable("\xC0\xAF\xFE\x80\xF4\x90\x80\x80");
