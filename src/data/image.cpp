@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 
 #include <cmath>
+#include <cstdint>
 #include <limits>
 
 #include "core/error.h"
@@ -75,10 +76,39 @@ void checkJpegHuffmanTables(const std::string& bytes, const std::string& path) {
   }
 }
 
+// stb 2.27 reads a PNG's first data chunk into a buffer it allocates by the chunk's length, and
+// with a length of 0 passes that null buffer to memcpy (undefined behaviour, which lets the
+// compiler drop stb's later null checks; found by fuzzing under UBSan, issue #22). Empty IDAT
+// chunks carry nothing, so the bytes are given to stb without them. Anything else about the
+// chunks is stb's to judge: the walk stops where a chunk does not fit.
+std::string withoutEmptyPngData(const std::string& bytes) {
+  static const std::string kSignature("\x89PNG\r\n\x1a\n", 8);
+  if (bytes.compare(0, kSignature.size(), kSignature) != 0) return bytes;
+  const auto u32 = [&](size_t i) {
+    return (uint32_t{uint8_t(bytes[i])} << 24) | (uint32_t{uint8_t(bytes[i + 1])} << 16) |
+           (uint32_t{uint8_t(bytes[i + 2])} << 8) | uint8_t(bytes[i + 3]);
+  };
+  std::string kept = kSignature;
+  bool dropped = false;
+  size_t i = kSignature.size();
+  while (bytes.size() - i >= 12 && u32(i) <= bytes.size() - i - 12) {
+    const size_t chunk = 12 + size_t{u32(i)};
+    if (u32(i) == 0 && bytes.compare(i + 4, 4, "IDAT") == 0) {
+      dropped = true;
+    } else {
+      kept.append(bytes, i, chunk);
+    }
+    i += chunk;
+  }
+  if (!dropped) return bytes;
+  kept.append(bytes, i, std::string::npos);
+  return kept;
+}
+
 }  // namespace
 
 at::Tensor decodeImage(const std::string& path) {
-  const std::string bytes = readFile(path);
+  const std::string bytes = withoutEmptyPngData(readFile(path));
   require(!bytes.empty(), "cannot decode image '" + path + "': the file is empty");
   require(bytes.size() <= static_cast<size_t>(std::numeric_limits<int>::max()),
           "cannot decode image '" + path + "': files above 2 GiB are not read as images");

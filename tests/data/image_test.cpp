@@ -6,6 +6,7 @@
 #include <fstream>
 #include <iterator>
 
+#include "core/files.h"
 #include "data/data_test_files.h"
 #include "data/dataset.h"
 #include "data/image.h"
@@ -85,6 +86,24 @@ TEST(ImageTest, AnImageWithoutPixelsIsRefused) {
   o.resize = 8;
   expectErrorWith([&] { transformImage(decodeImage(dir + "/empty.pgm"), o, "empty.pgm"); },
                   {"empty.pgm", "no pixels (0x0)"});
+}
+
+// An empty IDAT chunk (valid PNG, nothing in it) made stb 2.27 memcpy into a null buffer (UBSan
+// on a fuzzed PNG, issue #22): such chunks are dropped before stb decodes, and the pixels are as
+// without them. A PNG whose only data chunk is empty is still refused.
+TEST(ImageTest, EmptyPngDataChunksAreDroppedBeforeDecoding) {
+  const std::string dir = testing::makeTempDir("img");
+  writePng(dir + "/ok.png", 3, 4, 3, [](int y, int x, int c) { return 20 * y + 5 * x + c; });
+  const std::string png = readFile(dir + "/ok.png");
+  const size_t idat = png.find("IDAT") - 4;  // the chunk's length field
+  // Length 0, "IDAT", and the CRC-32 of "IDAT" (0x35AF061E), as a PNG encoder writes it.
+  const std::string empty_idat("\x00\x00\x00\x00IDAT\x35\xaf\x06\x1e", 12);
+  writeBytes(dir + "/empty_first.png", png.substr(0, idat) + empty_idat + png.substr(idat));
+  EXPECT_TRUE(at::equal(decodeImage(dir + "/empty_first.png"), decodeImage(dir + "/ok.png")));
+  const size_t iend = png.find("IEND") - 4;
+  writeBytes(dir + "/only_empty.png", png.substr(0, idat) + empty_idat + png.substr(iend));
+  expectErrorWith([&] { decodeImage(dir + "/only_empty.png"); },
+                  {"only_empty.png", "cannot decode"});
 }
 
 // A header of a few bytes can declare any size; stb allocated it before finding the pixels missing
