@@ -102,8 +102,12 @@ double numberAt(const OrderedJson& value, const std::string& where, const std::s
 
 int64_t integerAt(const OrderedJson& value, const std::string& where, const std::string& path) {
   // AIMET writes offsets as -128.0 as often as -128: both are integers.
+  if (value.is_number_integer() && !value.is_number_unsigned()) return value.get<int64_t>();
   const double v = numberAt(value, where, path);
   if (v != std::floor(v)) failKey(where, path, "expected an integer, got " + pythonFloat(v));
+  // Converting a double past int64_t is undefined (a fuzzed 3e114, issue #22).
+  if (!(v >= -9223372036854775808.0 && v < 9223372036854775808.0))
+    failKey(where, path, "integer " + pythonFloat(v) + " is out of range");
   return static_cast<int64_t>(v);
 }
 

@@ -149,6 +149,14 @@ TEST(AimetFormat, MalformedFilesNameKey) {
             "bad.encodings");
       },
       {"bad.encodings", "param_encodings[0].offset[0]", "integer"});
+  // Integral but past int64_t: converting it was undefined behaviour (UBSan, fuzzed, issue #22).
+  expectErrorWith(
+      [] {
+        parseAimetV1Encodings(
+            R"({"version": "1.0.0", "param_encodings": [{"name": "w", "dtype": "INT", "enc_type": "PER_TENSOR", "is_sym": true, "bw": 8, "scale": [0.5], "offset": [3.3e114]}]})",
+            "far.encodings");
+      },
+      {"far.encodings", "param_encodings[0].offset[0]", "out of range"});
   expectErrorWith([] { parseAimetV1Encodings(R"({"version": "0.6.1"})", "old.encodings"); },
                   {"old.encodings", "version", "legacy"});
   expectErrorWith(
