@@ -54,8 +54,29 @@ class BoundedReader : public caffe2::serialize::ReadAdapterInterface {
 // make a tensor that reads past its data.
 void checkStorages(const c10::IValue& value, const std::map<const void*, size_t>& record_bytes) {
   if (value.isTensor()) {
-    const at::Storage& storage = value.toTensor().storage();
-    if (storage.nbytes() == 0) return;
+    // qforge writes dense CPU tensors of plain types; the Unpickler also rebuilds quantized and
+    // sparse ones on request, which no checkpoint of ours holds (a fuzzed one made a quantized
+    // tensor that crashed when copied).
+    const at::Tensor& tensor = value.toTensor();
+    require(tensor.layout() == at::kStrided && !tensor.is_quantized() && tensor.is_cpu() &&
+                !at::isComplexType(tensor.scalar_type()),
+            "holds a " + std::string(c10::toString(tensor.scalar_type())) +
+                " tensor of a kind qforge does not write");
+    if (tensor.numel() == 0) return;
+    // The last element's byte within the storage, from the pickled offset, sizes and strides.
+    int64_t last = tensor.storage_offset();
+    bool fits = last >= 0;
+    for (int64_t d = 0; d < tensor.dim() && fits; ++d) {
+      int64_t reach = 0;
+      fits = tensor.stride(d) >= 0 &&
+             !__builtin_mul_overflow(tensor.size(d) - 1, tensor.stride(d), &reach) &&
+             !__builtin_add_overflow(last, reach, &last);
+    }
+    int64_t end_byte = 0;
+    fits = fits && !__builtin_mul_overflow(last + 1, int64_t(tensor.element_size()), &end_byte);
+    const at::Storage& storage = tensor.storage();
+    require(fits && storage.data() != nullptr && end_byte <= int64_t(storage.nbytes()),
+            "a tensor of shape " + c10::str(tensor.sizes()) + " reaches past its data");
     const auto record = record_bytes.find(storage.data());
     require(record != record_bytes.end() && storage.nbytes() <= record->second,
             "a tensor claims " + std::to_string(storage.nbytes()) +

@@ -162,6 +162,13 @@ TEST(QatCheckpointContents, ATensorLargerThanItsRecordIsRefused) {
   EXPECT_NE(message.find("a tensor claims 512 bytes of data, more than its record holds"),
             std::string::npos)
       << message;
+  // A storage of 0 elements (no record read, no data) under a tensor of 5: libtorch let it
+  // through, and copying it dereferenced null (a fuzzed checkpoint, issue #22).
+  bytes[at + 1] = 0;
+  writeFileAtomically(dir.file("empty.pt"), bytes);
+  const std::string empty = errorOf([&] { algos::loadQatCheckpoint(dir.file("empty.pt")); });
+  EXPECT_NE(empty.find("empty.pt: a tensor of shape [5] reaches past its data"), std::string::npos)
+      << empty;
 }
 
 }  // namespace
