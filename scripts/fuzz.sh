@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs the libFuzzer targets (fuzz/) of the instrumented build in build-sanitize/.
-#   scripts/fuzz.sh TARGET|all [SECONDS]     SECONDS per target, default 600
+#   scripts/fuzz.sh TARGET...|all [SECONDS]  SECONDS per target, default 600
 #   QFORGE_FUZZ_JOBS=2 scripts/fuzz.sh all    two targets at a time (one core each)
 #   scripts/fuzz.sh --report TARGET|all       the table of the last runs again, from their logs
 # Each target runs in libFuzzer's fork mode with one worker, so that it goes on after a crash, an
@@ -18,9 +18,13 @@ if [ "${1:-}" = --report ]; then
   report_only=true
   shift
 fi
-[ $# -ge 1 ] || { echo "usage: scripts/fuzz.sh [--report] TARGET|all [SECONDS]" >&2; exit 2; }
-if [ "$1" = all ]; then targets=("${targets_all[@]}"); else targets=("$1"); fi
-seconds=${2:-600}
+[ $# -ge 1 ] || { echo "usage: scripts/fuzz.sh [--report] TARGET...|all [SECONDS]" >&2; exit 2; }
+seconds=600
+if [[ ${*: -1} =~ ^[0-9]+$ ]]; then
+  seconds=${*: -1}
+  set -- "${@:1:$#-1}"
+fi
+if [ "${1:-}" = all ]; then targets=("${targets_all[@]}"); else targets=("$@"); fi
 jobs=${QFORGE_FUZZ_JOBS:-1}
 build=build-sanitize
 
