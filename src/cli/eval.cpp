@@ -16,6 +16,7 @@
 #include "cli/commands.h"
 #include "cli/eval_support.h"
 #include "core/error.h"
+#include "core/utf8.h"
 #include "pipelines/eval_pipeline.h"
 
 namespace qforge::cli {
@@ -88,7 +89,7 @@ int runEval(const EvalOptions& o, bool json, bool quiet) {
     std::cout << pipelines::evalReportJson(o, report).dump(2) << "\n";
     return 0;
   }
-  std::cout << textReport(o, report);
+  std::cout << printable(textReport(o, report));  // output names from the file
   return 0;
 }
 

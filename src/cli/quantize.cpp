@@ -17,6 +17,7 @@
 #include "cli/commands.h"
 #include "cli/eval_support.h"
 #include "core/strings.h"
+#include "core/utf8.h"
 #include "pipelines/ptq_pipeline.h"
 
 namespace qforge::cli {
@@ -194,7 +195,7 @@ int runQuantize(QuantizeFlags& flags) {
   if (flags.json) {
     std::cout << pipelines::ptqReportJson(result.report).dump(2) << "\n";
   } else {
-    std::cout << reportText(result.report);
+    std::cout << printable(reportText(result.report));  // node names from the file
   }
   return 0;
 }

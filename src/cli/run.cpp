@@ -11,6 +11,7 @@
 
 #include "cli/commands.h"
 #include "core/error.h"
+#include "core/utf8.h"
 #include "exec/executor.h"
 #include "exec/ort_emulation.h"
 #include "exec/sample_inputs.h"
@@ -154,18 +155,18 @@ int runModel(const RunOptions& o) {
             << "\nthreads  " << at::get_num_threads() << "\nlatency  median " << median
             << " ms, min " << ms.front() << " ms over " << o.iterations << " runs\n";
   for (const auto& out : report["outputs"]) {
-    std::cout << "output   " << out["name"].get<std::string>() << " " << out["shape"].dump()
-              << " mean " << out["mean"].get<double>() << "\n";
+    std::cout << "output   " << printableName(out["name"].get<std::string>()) << " "
+              << out["shape"].dump() << " mean " << out["mean"].get<double>() << "\n";
   }
   if (o.profile) {
     std::cout << "profile  (ms per run, by op type)\n";
     for (const auto& row : report["profile"]) {
-      std::cout << "  " << row["op"].get<std::string>() << " x" << row["nodes"].get<int>() << ": "
-                << row["ms_per_run"].get<double>() << "\n";
+      std::cout << "  " << printableName(row["op"].get<std::string>()) << " x"
+                << row["nodes"].get<int>() << ": " << row["ms_per_run"].get<double>() << "\n";
     }
   }
   for (const auto& c : checks) {
-    std::cout << "expect   " << c["name"].get<std::string>() << ": max |diff| "
+    std::cout << "expect   " << printableName(c["name"].get<std::string>()) << ": max |diff| "
               << c["max_abs_diff"].get<double>() << " vs reference, "
               << (c["within_tolerance"].get<bool>() ? "within" : "OUTSIDE") << " tolerance (atol "
               << o.atol << ", rtol " << o.rtol << ")\n";

@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "cli/commands.h"
+#include "core/utf8.h"
 #include "pipelines/verify_pipeline.h"
 
 namespace qforge::cli {
@@ -131,12 +132,12 @@ int runVerify(const VerifyCliOptions& o) {
   if (o.json) {
     std::cout << result.json.dump(2) << "\n";
   } else {
-    std::cout << reportText(report);
+    std::cout << printable(reportText(report));  // value names from the file
     if (report.passed) {
       std::cout << "verified   ONNX Runtime meets every criterion above\n";
     }
     for (const std::string& f : report.failures)
-      std::cout << "MISMATCH   " << f << "\n";
+      std::cout << "MISMATCH   " << printable(f) << "\n";
   }
   return report.passed ? 0 : 1;
 }

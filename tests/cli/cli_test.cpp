@@ -68,6 +68,19 @@ TEST(CliTest, InspectShowsNamesFromTheFileEscaped) {
   EXPECT_NE(r.out.find("  Frob\\x0Anicate (opset 13): n\\x07ode\n"), std::string::npos) << r.out;
 }
 
+TEST(CliTest, RunShowsOutputNamesEscaped) {
+  testing::OnnxBuilder b;
+  b.input("x", onnx::TensorProto::FLOAT, {1, 3});
+  b.output("y\x1b[2J", onnx::TensorProto::FLOAT, {1, 3});
+  b.node("Relu", {"x"}, {"y\x1b[2J"}, "relu");
+  const std::string path = testing::makeTempDir("cli") + "/escaped_output.onnx";
+  b.save(path);
+  Result r = runCli("run " + path + " --iters 1 --warmup 0");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_EQ(r.out.find('\x1b'), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("output   y\\x1B[2J [1,3]"), std::string::npos) << r.out;
+}
+
 TEST(CliTest, RunningAnUnsupportedOpIsOneLineNamingTheNode) {
   Result r = runCli("run " + unknownOpModel());
   EXPECT_EQ(r.exit_code, 2);
