@@ -76,20 +76,20 @@ class PickleWalk {
         push();
         break;
       case kBinInt1:
-        fixed(1), push();
+        take(1), push();
         break;
       case kBinInt2:
-        fixed(2), push();
+        take(2), push();
         break;
       case kBinInt:
-        fixed(4), push();
+        take(4), push();
         break;
       case kBinFloat:
-        fixed(8), push();
+        take(8), push();
         break;
       case kLong1:
         require(take(1) == 8, "has an integer that is not 8 bytes long");
-        fixed(8), push();
+        take(8), push();
         break;
       case kBinUnicode:
         skip(take(4)), push();
@@ -112,9 +112,6 @@ class PickleWalk {
       case kMark:
         marks_.push_back(stack_);
         break;
-      case kTuple:
-        stack_ = popMark() + 1;
-        break;
       case kTuple1:
         need(1);
         break;
@@ -124,6 +121,7 @@ class PickleWalk {
       case kTuple3:
         need(3), stack_ -= 2;
         break;
+      case kTuple:
       case kList:
         stack_ = popMark() + 1;
         break;
@@ -157,7 +155,7 @@ class PickleWalk {
     }
   }
 
-  // The next `n` bytes (1, 2 or 4) as a little-endian number, refusing a pickle that ends first.
+  // The next `n` bytes (1 to 8) as a little-endian number, refusing a pickle that ends first.
   uint64_t take(size_t n) {
     require(size_ - pos_ >= n, "ends in the middle of an opcode");
     uint64_t value = 0;
@@ -165,12 +163,6 @@ class PickleWalk {
       value |= uint64_t{data_[pos_ + i]} << (8 * i);
     pos_ += n;
     return value;
-  }
-
-  // A fixed-size argument.
-  void fixed(size_t n) {
-    require(size_ - pos_ >= n, "ends in the middle of an opcode");
-    pos_ += n;
   }
 
   // A declared length of bytes.

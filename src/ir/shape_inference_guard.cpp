@@ -33,16 +33,15 @@ bool dividesByStrides(const onnx::NodeProto& node) {
 // body, issue #22).
 bool missesABody(const onnx::NodeProto& node) {
   if (!node.domain().empty() && node.domain() != "ai.onnx") return false;
+  const auto has_body = [&](const char* name) {
+    for (const auto& a : node.attribute()) {
+      if (a.name() == name && a.has_g()) return true;
+    }
+    return false;
+  };
   const std::string& op = node.op_type();
-  std::vector<std::string> bodies;
-  if (op == "Scan" || op == "Loop") bodies = {"body"};
-  if (op == "If") bodies = {"then_branch", "else_branch"};
-  for (const std::string& body : bodies) {
-    bool found = false;
-    for (const auto& a : node.attribute())
-      found = found || (a.name() == body && a.has_g());
-    if (!found) return true;
-  }
+  if (op == "Scan" || op == "Loop") return !has_body("body");
+  if (op == "If") return !has_body("then_branch") || !has_body("else_branch");
   return false;
 }
 
