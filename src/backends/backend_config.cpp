@@ -277,6 +277,36 @@ nlohmann::json toJson(const QuantSpec& spec) {
           {"fake_quantizer_options", spec.fake_quantizer_options}};
 }
 
+namespace {
+
+std::vector<int> parseWidths(JsonReader& r, const std::string& key, int default_bits) {
+  const nlohmann::json& list = r.get(key);
+  std::vector<int> widths{default_bits};
+  if (list.is_null()) return widths;
+  if (!list.is_array()) r.fail(key, "must be a list of bit widths");
+  for (const nlohmann::json& item : list) {
+    if (!item.is_number_integer() || item.get<int64_t>() < 2 || item.get<int64_t>() > 16) {
+      r.fail(key, "bit widths are whole numbers from 2 to 16, got " + item.dump());
+    }
+    widths.push_back(item.get<int>());
+  }
+  std::sort(widths.begin(), widths.end());
+  widths.erase(std::unique(widths.begin(), widths.end()), widths.end());
+  return widths;
+}
+
+Alternatives parseAlternatives(JsonReader r, const BackendConfig& config) {
+  Alternatives a;
+  a.weight_bits = parseWidths(r, "weight_bits", config.weight.scheme.bits);
+  a.activation_bits = parseWidths(r, "activation_bits", config.activation.scheme.bits);
+  a.per_channel_weights =
+      r.getBool("per_channel_weights", false) || config.weight.scheme.perChannel();
+  r.finish();
+  return a;
+}
+
+}  // namespace
+
 BackendConfig parseBackendConfig(const nlohmann::json& document, const std::string& where) {
   JsonReader r(document, where);
   BackendConfig config;
@@ -318,6 +348,7 @@ BackendConfig parseBackendConfig(const nlohmann::json& document, const std::stri
   c.concat_shared_scale = constraints.getBool("concat_shared_scale", false);
   c.bias = parseBias(constraints.object("bias"));
   constraints.finish();
+  config.alternatives = parseAlternatives(r.object("alternatives"), config);
   r.finish({"extends"});
 
   if (c.zero_point_zero) {

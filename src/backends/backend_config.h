@@ -87,6 +87,16 @@ struct Constraints {
   BiasRule bias;
 };
 
+// What else the hardware runs besides the default specs: the widths a unit may take instead
+// (mixed precision, "keep it 16-bit") and whether weights may go per-channel. `qforge analyze`
+// suggests only these, and autotune and bit budgets choose only among them; keeping a unit float
+// is always possible. Absent: the default widths only, per-channel only if the default is.
+struct Alternatives {
+  std::vector<int> weight_bits;      // includes the default width
+  std::vector<int> activation_bits;  // includes the default width
+  bool per_channel_weights = false;
+};
+
 struct BackendConfig {
   std::string name;
   std::string description;
@@ -97,6 +107,7 @@ struct BackendConfig {
   std::vector<FusionPattern> fusions;
   Placement placement;
   Constraints constraints;
+  Alternatives alternatives;
   // Name of the deploy writer the deploy step uses for this backend ("qdq", "tensorrt", ...).
   std::string deploy_format = "qdq";
 
