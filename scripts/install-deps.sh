@@ -18,6 +18,9 @@ packages=(
   # The Python package (`import qforge`, python/): pybind11 and Python's headers to build it,
   # numpy and pytest for its tests.
   pybind11-dev python3-dev python3-numpy python3-pytest
+  # Headless rendering of `qforge analyze`'s HTML report in the tests
+  # (tests/pipelines/analysis_html_browser_test.cpp): its charts are drawn by the page's script.
+  chromium
   # `cpack -G DEB` computes the package's Depends with dpkg-shlibdeps (build-essential pulls
   # dpkg-dev in already; named for that tool).
   dpkg-dev

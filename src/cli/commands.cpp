@@ -16,6 +16,7 @@ CommandTable registerCommands(CLI::App& app) {
   table.push_back(addQatCommand(app));
   table.push_back(addDeployCommand(app));
   table.push_back(addVerifyCommand(app));
+  table.push_back(addAnalyzeCommand(app));
   table.push_back(addConvertCommand(app));
   table.push_back(addHelpCommand(app));
   table.push_back(addCompletionCommand(app));

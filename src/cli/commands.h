@@ -21,8 +21,8 @@ std::vector<const CLI::App*> commandsOf(const CLI::App& app);
 
 // "" when argv names a known command (or asks only for --help or --version); otherwise the
 // one-line error for a missing or unknown command. CLI11 alone would take an unknown word for a
-// stray argument ("A subcommand is required", exit 106) and answer `qforge analyze --help` with
-// the top-level help.
+// stray argument ("A subcommand is required", exit 106) and answer `qforge analyse --help` (a typo)
+// with the top-level help.
 std::string commandWordError(const CLI::App& app, int argc, const char* const* argv);
 
 // "qforge COMMAND --help" for the command the command line chose ("qforge --help" before one).
@@ -63,6 +63,7 @@ std::pair<CLI::App*, std::function<int()>> addRunCommand(CLI::App& app);
 std::pair<CLI::App*, std::function<int()>> addQuantizeCommand(CLI::App& app);
 std::pair<CLI::App*, std::function<int()>> addDeployCommand(CLI::App& app);
 std::pair<CLI::App*, std::function<int()>> addVerifyCommand(CLI::App& app);
+std::pair<CLI::App*, std::function<int()>> addAnalyzeCommand(CLI::App& app);
 std::pair<CLI::App*, std::function<int()>> addQatCommand(CLI::App& app);
 std::pair<CLI::App*, std::function<int()>> addHelpCommand(CLI::App& app);
 std::pair<CLI::App*, std::function<int()>> addCompletionCommand(CLI::App& app);

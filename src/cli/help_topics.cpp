@@ -345,6 +345,10 @@ std::vector<HelpExample> commandExamples(const std::string& command) {
            {"A backend file of your own, calibration images from a folder",
             "qforge quantize model.onnx --backend my_chip.json \\\n"
             "    --calib folder:calib/ --out out/"},
+           {"Autotune: at most 1 point of top-1 lost, sensitive units wider or float",
+            "qforge quantize models/zoo/mobilenet.onnx --backend Academic \\\n"
+            "    --config w4a4.yaml --eval fashion-mnist:test \\\n"
+            "    --target-drop 1.0 --out out/"},
        }},
       {"qat",
        {
@@ -374,6 +378,18 @@ std::vector<HelpExample> commandExamples(const std::string& command) {
             "qforge verify out/ --data 'image=folder:val/;rate=const:16000' \\\n"
             "    --min-sqnr 35 --iou-threshold 0.5"},
            {"Deploy files written elsewhere", "qforge verify deployed/ --prepared out/"},
+       }},
+      {"analyze",
+       {
+           {"Which quantizers hurt a U-Net on TensorRT, with an HTML report",
+            "qforge analyze u2netp.onnx --backend TensorRT \\\n"
+            "    --calib folder:images/ --calib-batches 16 --calib-batch 1 \\\n"
+            "    --samples 8 --report report.html"},
+           {"A model quantized before, its fixes as a config to replay",
+            "qforge analyze out/ --eval fashion-mnist:test \\\n"
+            "    --write-config fixes.json\n"
+            "qforge quantize model.onnx --backend TensorRT \\\n"
+            "    --config fixes.json --out fixed/"},
        }},
       {"convert",
        {

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <iostream>
 #include <map>
@@ -16,8 +17,10 @@
 #include "algos/algo_passes.h"
 #include "cli/commands.h"
 #include "cli/eval_support.h"
+#include "core/files.h"
 #include "core/strings.h"
 #include "core/utf8.h"
+#include "pipelines/analysis_html.h"
 #include "pipelines/ptq_pipeline.h"
 
 namespace qforge::cli {
@@ -31,6 +34,9 @@ struct QuantizeFlags {
   bool json = false;
   bool quiet = false;
   bool no_deploy = false;
+  std::string report_html;
+  double target_drop = NAN;
+  double target_sqnr = NAN;
 };
 
 // "0.0123" for one value, "0.00101..0.0213 (24 ch)" for per-channel parameters, and the state
@@ -129,6 +135,35 @@ std::string stagesText(const pipelines::PtqReport& report) {
   return out;
 }
 
+// The autotune trials, one line each, the chosen one marked.
+std::string autotuneText(const nlohmann::json& a) {
+  std::ostringstream out;
+  const bool top1 = a["metric"] == "top1";
+  char buf[240];
+  std::snprintf(buf, sizeof(buf),
+                "autotune   %s, target %s %.2f%s: %s (trial %lld of %zu, %.1f s)%s%s\n",
+                top1 ? "top-1" : "output SQNR", top1 ? "drop <=" : ">=", a["target"].get<double>(),
+                top1 ? " points" : " dB", a["met"].get<bool>() ? "met" : "not met, best kept",
+                static_cast<long long>(a["best_trial"].get<int64_t>()), a["trials"].size(),
+                a["seconds"].get<double>(), a["note"].get<std::string>().empty() ? "" : "; ",
+                a["note"].get<std::string>().c_str());
+  out << buf;
+  for (const nlohmann::json& t : a["trials"]) {
+    const bool chosen = t["trial"] == a["best_trial"];
+    const std::string metric =
+        t["metric"].is_null() ? "inf" : std::to_string(t["metric"].get<double>()).substr(0, 6);
+    std::snprintf(buf, sizeof(buf),
+                  "  %s%2lld  %-8s %s  float %lld  wider %lld  avg w-bits %.2f  %s\n",
+                  chosen ? "*" : " ", static_cast<long long>(t["trial"].get<int64_t>()),
+                  metric.c_str(), t["met"].get<bool>() ? "met " : "miss",
+                  static_cast<long long>(t["float_units"].get<int64_t>()),
+                  static_cast<long long>(t["wide_units"].get<int64_t>()),
+                  t["avg_weight_bits"].get<double>(), t["change"].get<std::string>().c_str());
+    out << buf;
+  }
+  return out.str();
+}
+
 std::string reportText(const pipelines::PtqReport& report) {
   const nlohmann::json& table = report.quantizers;
   std::ostringstream out;
@@ -177,6 +212,7 @@ std::string reportText(const pipelines::PtqReport& report) {
       report.threads == 1 ? "" : "s");
   out << buf;
   out << stagesText(report);
+  if (report.autotune) out << autotuneText(*report.autotune);
   out << "wrote     ";
   for (const std::string& f : report.files)
     out << " " << f;
@@ -185,13 +221,40 @@ std::string reportText(const pipelines::PtqReport& report) {
   return out.str();
 }
 
+// What the HTML report draws for a quantize run: the evaluation and the autotune trials.
+nlohmann::json htmlReportOf(const pipelines::PtqReport& report) {
+  nlohmann::json j = {{"command", "quantize"},
+                      {"model", report.model},
+                      {"backend", report.backend},
+                      {"data", report.calibration.data},
+                      {"quantizers", nlohmann::json::array()}};
+  if (report.evaluation && report.evaluation->quantized_scores.metric == "top1" &&
+      report.evaluation->quantized_scores.samples > 0) {
+    const auto percent = [](const pipelines::Scores& s) {
+      return 100.0 * static_cast<double>(s.top1) / static_cast<double>(s.samples);
+    };
+    j["data"] = report.evaluation->data;
+    j["samples"] = report.evaluation->quantized_scores.samples;
+    j["task"] = {{"metric", "top1"},
+                 {"float", percent(report.evaluation->float_scores)},
+                 {"quantized", percent(report.evaluation->quantized_scores)}};
+  }
+  if (report.autotune) j["autotune"] = *report.autotune;
+  return j;
+}
+
 int runQuantize(QuantizeFlags& flags) {
   pipelines::PtqOptions& o = flags.pipeline;
+  if (!flags.report_html.empty()) requireWritableFile(flags.report_html, "--report");
   o.calib = flags.calib;
   o.eval = flags.eval;
   o.deploy = !flags.no_deploy;
+  if (!std::isnan(flags.target_drop)) o.target_drop = flags.target_drop;
+  if (!std::isnan(flags.target_sqnr)) o.target_sqnr = flags.target_sqnr;
   StageProgress progress(!flags.json && !flags.quiet && ::isatty(STDERR_FILENO));
   const pipelines::PtqResult result = pipelines::runPtqPipeline(o, progress.callback());
+  if (!flags.report_html.empty())
+    writeFileAtomically(flags.report_html, pipelines::analysisHtml(htmlReportOf(result.report)));
   if (flags.json) {
     std::cout << pipelines::ptqReportJson(result.report).dump(2) << "\n";
   } else {
@@ -254,6 +317,20 @@ std::pair<CLI::App*, std::function<int()>> addQuantizeCommand(CLI::App& app) {
   sub->add_flag("--bias-correction", o->bias_correction,
                 "Empirical bias correction on the calibration batches, after calibration (and "
                 "reconstruction)");
+  sub->add_option("--target-drop", flags->target_drop,
+                  "Autotune until the top-1 drop on --eval is at most this many points: "
+                  "observers, then the most sensitive units wider or float");
+  sub->add_option("--target-sqnr", flags->target_sqnr,
+                  "Autotune until the outputs' SQNR against the float model on --eval reaches "
+                  "this many dB (models without labels)");
+  sub->add_option("--tune-metric", o->tune_metric, "Autotune's metric: top1, sqnr or auto")
+      ->capture_default_str();
+  sub->add_option("--max-trials", o->max_trials, "Autotune's most trials")->capture_default_str();
+  sub->add_option("--time-budget", o->time_budget, "Autotune's most seconds (0: no limit)")
+      ->capture_default_str();
+  sub->add_option("--report", flags->report_html,
+                  "Write a self-contained HTML report: float vs quantized, the autotune trials")
+      ->type_name(value_type::kFile);
   sub->add_flag("--no-deploy", flags->no_deploy,
                 "Save the prepared model only; `qforge deploy` writes the deploy files later");
   sub->add_flag("--json", flags->json, "Print the report as JSON");

@@ -45,6 +45,14 @@ void writeFileAtomically(const std::string& path, const std::string& content) {
   }
 }
 
+void requireWritableFile(const std::string& path, const std::string& flag) {
+  const std::filesystem::path p(path);
+  require(!std::filesystem::is_directory(p), flag + ": '" + path + "' is a directory; name a file");
+  const std::filesystem::path parent = p.has_parent_path() ? p.parent_path() : ".";
+  require(std::filesystem::is_directory(parent),
+          flag + ": the directory '" + parent.string() + "' does not exist; create it first");
+}
+
 TempDir::TempDir(const std::string& tag) {
   std::string pattern =
       (std::filesystem::temp_directory_path() / ("qforge-" + tag + "-XXXXXX")).string();

@@ -11,6 +11,10 @@ std::string readFile(const std::string& path);
 // Writes `content` to a temporary file beside `path`, then renames it over `path`.
 void writeFileAtomically(const std::string& path, const std::string& content);
 
+// Throws qforge::Error naming `flag` when `path` is a directory or its directory does not exist:
+// checked before long work, so a typo in an output path costs seconds, not the run.
+void requireWritableFile(const std::string& path, const std::string& flag);
+
 // A fresh directory under the system temp dir ("qforge-<tag>-XXXXXX"), removed with everything
 // in it on destruction.
 class TempDir {

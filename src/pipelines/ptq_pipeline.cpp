@@ -22,6 +22,7 @@
 #include "ir/onnx_import.h"
 #include "passes/prepared_io.h"
 #include "passes/quant_config.h"
+#include "pipelines/autotune.h"
 
 namespace qforge::pipelines {
 
@@ -130,7 +131,8 @@ Evaluation evaluate(const PtqOptions& o, const Graph& float_graph, passes::Prepa
 // once report.json is there too (core/output_dir.h). Deploy goes first: it checks the backend's
 // constraints before writing anything, so a model the backend cannot take (a config broke one of
 // them) changes nothing. Paths in the report are the final ones.
-void writeOutputs(const PtqOptions& o, passes::PreparedModel& model, OutputDirectory& out,
+void writeOutputs(const PtqOptions& o, passes::PreparedModel& model,
+                  const std::optional<nlohmann::json>& tuned_config, OutputDirectory& out,
                   PtqReport& report) {
   std::vector<std::string> written;
   if (o.deploy) {
@@ -148,6 +150,11 @@ void writeOutputs(const PtqOptions& o, passes::PreparedModel& model, OutputDirec
       nlohmann::json{{"backend", report.backend}, {"quantizers", report.quantizers}}.dump(2) +
           "\n");
   written.push_back(table_path);
+  if (tuned_config) {
+    const std::string path = (std::filesystem::path(out.staging()) / "tuned_config.json").string();
+    writeFileAtomically(path, tuned_config->dump(2) + "\n");
+    written.push_back(path);
+  }
   for (const std::string& f :
        passes::savePreparedModel(model, backends::resolveBackendDocument(o.backend), out.staging()))
     written.push_back(f);
@@ -190,19 +197,25 @@ std::string preparePassList(const PtqOptions& o) {
          (o.passes.empty() ? passes::defaultPreparePasses(true) : o.passes);
 }
 
-PtqResult runPtqPipeline(const PtqOptions& o, const ProgressCallback& progress) {
-  const auto start = Clock::now();
+namespace {
+
+// The settings checked before anything is locked or read: counts, reconstruction, backend.
+backends::BackendConfig checkedBackend(const PtqOptions& o,
+                                       std::optional<algos::ReconstructionConfig>& recon) {
   require(o.calib_batches > 0, "--calib-batches must be at least 1");
   require(o.calib_batch > 0, "--calib-batch must be at least 1");
-  std::optional<algos::ReconstructionConfig> recon;
   if (o.algo != "naive") recon = reconstructionSettings(o);
+  return backends::loadBackend(o.backend);
+}
 
+}  // namespace
+
+PtqResult quantizeModel(const PtqOptions& o, const ProgressCallback& progress) {
+  const auto start = Clock::now();
+  std::optional<algos::ReconstructionConfig> recon;
+  const backends::BackendConfig backend = checkedBackend(o, recon);
   PtqResult result;
   PtqReport& report = result.report;
-  const backends::BackendConfig backend = backends::loadBackend(o.backend);
-  // Locked now, so a second run writing the same directory is refused before any work.
-  OutputDirectory out(o.out, OutputDirectory::kModelRole,
-                      {OutputDirectory::kModelRole, OutputDirectory::kDeployRole});
   passes::PrepareOptions prepare_options;
   prepare_options.passes = preparePassList(o);
   prepare_options.pass_registry = &algos::builtinPasses();
@@ -211,7 +224,11 @@ PtqResult runPtqPipeline(const PtqOptions& o, const ProgressCallback& progress) 
   } catch (const Error& e) {
     throw e.within("--passes");
   }
-  if (!o.config.empty()) prepare_options.config = passes::loadQuantConfig(o.config);
+  if (o.quant_config) {
+    prepare_options.config = *o.quant_config;
+  } else if (!o.config.empty()) {
+    prepare_options.config = passes::loadQuantConfig(o.config);
+  }
   Graph float_graph = loadFloatModel(o);
   Graph to_prepare = float_graph.clone();  // the float graph stays for evaluation
 
@@ -248,8 +265,37 @@ PtqResult runPtqPipeline(const PtqOptions& o, const ProgressCallback& progress) 
   report.float_ops = model.floatOps();
   report.quantizers = deploy::quantizerTable(model);
   if (!o.eval.empty()) report.evaluation = evaluate(o, float_graph, model, progress);
+  report.total_seconds = secondsSince(start);
+  return result;
+}
 
-  writeOutputs(o, model, out, report);
+PtqResult runPtqPipeline(const PtqOptions& o, const ProgressCallback& progress) {
+  const auto start = Clock::now();
+  std::optional<algos::ReconstructionConfig> recon;
+  checkedBackend(o, recon);
+  // Locked now, so a second run writing the same directory is refused before any work.
+  OutputDirectory out(o.out, OutputDirectory::kModelRole,
+                      {OutputDirectory::kModelRole, OutputDirectory::kDeployRole});
+  PtqOptions chosen = o;
+  std::optional<nlohmann::json> tuned, tuned_config;
+  if (o.target_drop || o.target_sqnr) {
+    AutotuneOptions a;
+    a.ptq = o;
+    a.metric = o.tune_metric;
+    a.target_drop = o.target_drop;
+    a.target_sqnr = o.target_sqnr;
+    a.max_trials = o.max_trials;
+    a.time_budget = o.time_budget;
+    const AutotuneResult trials = autotune(a, progress);
+    tuned = autotuneJson(trials);
+    tuned_config = trials.trials[trials.best].config;
+    chosen.config.clear();
+    chosen.quant_config = passes::parseQuantConfig(*tuned_config, "autotune's chosen config");
+  }
+  PtqResult result = quantizeModel(chosen, progress);
+  PtqReport& report = result.report;
+  report.autotune = tuned;
+  writeOutputs(o, *result.model, tuned_config, out, report);
   report.threads = at::get_num_threads();
   report.peak_rss_bytes = peakResidentBytes();
   report.total_seconds = secondsSince(start);

@@ -15,10 +15,12 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "ir/graph.h"
 #include "passes/prepare.h"
+#include "passes/quant_config.h"
 #include "pipelines/model_data.h"
 #include "pipelines/progress.h"
 #include "pipelines/ptq_report.h"
@@ -33,6 +35,7 @@ struct PtqOptions {
   const Graph* graph = nullptr;
   std::string backend;  // a built-in backend's name or a backend .json file
   std::string config;   // a quantization config file (.json, .yaml); "" none
+  std::optional<passes::QuantConfig> quant_config;  // a config in memory; wins over `config`
   DataSource calib = "fashion-mnist:train";
   int64_t calib_batches = 32;
   int64_t calib_batch = 64;
@@ -57,12 +60,23 @@ struct PtqOptions {
   bool cle = false;                // cross-layer equalization before prepare (folds BN)
   bool cle_relu6_to_relu = false;  // cle, and ReLU6 between pairs replaced by ReLU
   bool bias_correction = false;    // empirical, on the calibration batches, after reconstruction
+  // Accuracy-driven tuning (pipelines/autotune.h), on the `eval` data: with a target, trials
+  // choose the config (written as tuned_config.json), and the flow runs with the chosen one.
+  std::optional<double> target_drop;  // top-1 points
+  std::optional<double> target_sqnr;  // output SQNR in dB against the float model
+  std::string tune_metric = "auto";   // top1, sqnr, auto
+  int64_t max_trials = 20;
+  double time_budget = 0;  // seconds; 0: none
 };
 
 struct PtqResult {
   PtqReport report;
   std::unique_ptr<passes::PreparedModel> model;  // calibrated (and reconstructed), as saved
 };
+
+// Prepares, calibrates, reconstructs, corrects biases and evaluates as runPtqPipeline does, in
+// memory: nothing is written and `out` is not read (autotune's trials, analysis).
+PtqResult quantizeModel(const PtqOptions& options, const ProgressCallback& progress = {});
 
 // Runs the whole flow. Bad settings, data or models throw qforge::Error (one line) before the
 // output directory is touched, as do a backend's constraints the quantized model breaks.

@@ -112,6 +112,7 @@ nlohmann::json ptqReportJson(const PtqReport& r) {
   nlohmann::json j;
   j["model"] = r.model;
   j["backend"] = r.backend;
+  if (r.autotune) j["autotune"] = *r.autotune;
   j["calibration"] = {{"data", r.calibration.data},
                       {"batches", r.calibration.batches},
                       {"samples", r.calibration.samples},

@@ -50,8 +50,9 @@ struct PtqReport {
   std::optional<ReconstructionSummary> reconstruction;
   std::optional<algos::BiasCorrectionResult> bias_correction;
   std::optional<Evaluation> evaluation;
-  std::vector<std::string> deploy_notes;  // what deploy did not write and why
-  std::vector<std::string> files;         // every file written, report.json last
+  std::optional<nlohmann::json> autotune;  // the trials (pipelines/autotune.h autotuneJson)
+  std::vector<std::string> deploy_notes;   // what deploy did not write and why
+  std::vector<std::string> files;          // every file written, report.json last
   double prepare_seconds = 0;
   double total_seconds = 0;
   int threads = 0;

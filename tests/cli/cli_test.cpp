@@ -219,12 +219,13 @@ TEST(CliTest, RunWithWrongInputShapeNamesTheNode) {
 }
 
 // A mistyped command is one line on stderr naming it and the commands, exit 2; CLI11 alone
-// called it a missing subcommand (exit 106) and took `analyze --help` for the top-level help.
+// called it a missing subcommand (exit 106) and took `analyse --help` for the top-level help.
 TEST(CliTest, AnUnknownCommandIsOneLineNamingTheCommands) {
   const std::string commands =
-      "commands: inspect, run, eval, quantize, qat, deploy, verify, convert, help, completion; "
+      "commands: inspect, run, eval, quantize, qat, deploy, verify, analyze, convert, help, "
+      "completion; "
       "see `qforge help`\n";
-  for (const std::string args : {"frobnicate", "analyze --help", "frobnicate model.onnx"}) {
+  for (const std::string args : {"frobnicate", "analyse --help", "frobnicate model.onnx"}) {
     const testing::CliStreams r = testing::runCliStreams(args);
     const std::string word = args.substr(0, args.find(' '));
     EXPECT_EQ(r.exit_code, 2) << args;

@@ -79,10 +79,11 @@ TEST(HelpTest, AnUnknownTopicIsOneLineOnStderrListingTheTopics) {
   const testing::CliStreams r = runCliStreams("help frobnicate");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_EQ(r.out, "");
-  EXPECT_EQ(r.err,
-            "qforge: error: unknown help topic 'frobnicate'; topics: inspect, run, eval, "
-            "quantize, qat, deploy, verify, convert, help, completion, data, backends, config, "
-            "algorithms\n");
+  EXPECT_EQ(
+      r.err,
+      "qforge: error: unknown help topic 'frobnicate'; topics: inspect, run, eval, "
+      "quantize, qat, deploy, verify, analyze, convert, help, completion, data, backends, config, "
+      "algorithms\n");
 }
 
 }  // namespace

@@ -79,9 +79,9 @@ inline int waitExit(pid_t pid, bool* signalled = nullptr) {
 }
 
 // Every qforge command, in the order `qforge help` lists them.
-inline const std::vector<std::string> kCliCommands = {"inspect", "run",       "eval",   "quantize",
-                                                      "qat",     "deploy",    "verify", "convert",
-                                                      "help",    "completion"};
+inline const std::vector<std::string> kCliCommands = {"inspect", "run",    "eval",      "quantize",
+                                                      "qat",     "deploy", "verify",    "analyze",
+                                                      "convert", "help",   "completion"};
 
 inline size_t lineCount(const std::string& s) {
   return static_cast<size_t>(std::count(s.begin(), s.end(), '\n'));

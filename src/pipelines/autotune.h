@@ -1,0 +1,74 @@
+// Accuracy-driven tuning (`qforge quantize --target-drop`, `--target-sqnr`): quantize, measure
+// against the user's target on the evaluation data, and while it is missed try, one trial each,
+// (1) the Mse observer for activations, then for weights, keeping what helps; (2) the most
+// sensitive units (algos/sensitivity.h: Fisher noise, ranked per unit by its worst quantizer)
+// moved to a wider width the backend allows, or kept float where it allows none: a prefix of
+// the ranking that doubles until the target is met, then is bisected down to the shortest that
+// meets it. Every trial is a full prepare + calibrate (+ reconstruction when asked) with its
+// config, so the chosen config replays exactly with `qforge quantize --config`. Deterministic.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "passes/quant_config.h"
+#include "pipelines/ptq_pipeline.h"
+
+namespace qforge::pipelines {
+
+struct AutotuneOptions {
+  // The PTQ settings of every trial: model, backend, calibration, algorithm, and the evaluation
+  // data the metric is measured on (eval, eval_limit, eval_batch). `config`/`quant_config` is
+  // the starting config.
+  PtqOptions ptq;
+  // "top1" (labelled classifier data: the drop in points is the target), "sqnr" (dB of the
+  // outputs against the float model's), or "auto": top1 when the data and model allow it.
+  std::string metric = "auto";
+  std::optional<double> target_drop;  // top1: largest drop in points
+  std::optional<double> target_sqnr;  // sqnr: smallest SQNR in dB
+  int64_t max_trials = 20;
+  double time_budget = 0;  // seconds; 0: none
+  int64_t sensitivity_samples = 16;
+};
+
+struct AutotuneTrial {
+  int64_t trial = 0;  // 1-based
+  std::string change;
+  double metric = 0;           // top-1 % or SQNR dB
+  std::optional<double> drop;  // top1: float - quantized
+  bool met = false;
+  int64_t float_units = 0;
+  int64_t wide_units = 0;       // units given a wider width than the config's start
+  double avg_weight_bits = 0;   // over weight elements, float weights counting 32
+  double base_width_share = 0;  // weight elements at the starting width
+  double seconds = 0;
+  nlohmann::json config;  // the trial's config (the starting one plus its changes)
+};
+
+struct AutotuneResult {
+  std::string metric;  // as resolved
+  std::optional<double> float_metric;
+  double target = 0;
+  std::vector<AutotuneTrial> trials;
+  size_t best = 0;  // index into trials: the first that met the target with the fewest wider
+                    // or float units, else the best metric
+  bool met = false;
+  double seconds = 0;
+  std::string note;  // why it stopped without meeting the target
+};
+
+// Runs the trials; throws qforge::Error for settings that cannot work (no evaluation data, no
+// target, a top1 target on data without labels) before any trial.
+AutotuneResult autotune(const AutotuneOptions& options, const ProgressCallback& progress = {});
+
+// The "autotune" section of a report (what the HTML report draws).
+nlohmann::json autotuneJson(const AutotuneResult& result);
+
+// A QuantConfig as the JSON its file format reads back (passes/quant_config.h).
+nlohmann::json quantConfigJson(const passes::QuantConfig& config);
+
+}  // namespace qforge::pipelines
