@@ -118,22 +118,21 @@ LoadedModel loadOrCalibrate(const AnalyzeOptions& o, const ProgressCallback& pro
   return loaded;
 }
 
-std::vector<algos::AnalysisBatch> analysisBatches(const AnalyzeOptions& o, const Graph& graph,
-                                                  std::string& described) {
-  const DataSource& source = o.data.empty() ? o.calib : o.data;
+}  // namespace
+
+std::vector<algos::AnalysisBatch> analysisBatches(const DataSource& source, const Graph& graph,
+                                                  int64_t batch, int64_t limit,
+                                                  std::string* described) {
   auto dataset = openSource(source, graph);
-  described = dataset->describe();
+  if (described != nullptr) *described = dataset->describe();
   const int64_t fixed = algos::fixedBatch(graph);
-  data::BatchLoader loader(dataset,
-                           loaderOptionsFor(graph, fixed > 0 ? fixed : o.batch, o.samples));
+  data::BatchLoader loader(dataset, loaderOptionsFor(graph, fixed > 0 ? fixed : batch, limit));
   std::vector<algos::AnalysisBatch> batches;
-  while (auto batch = loader.next())
-    batches.push_back({algos::feedsOf(*batch, graph), batch->labels});
-  require(!batches.empty(), "the analysis data " + described + " yielded no batch");
+  while (auto b = loader.next())
+    batches.push_back({algos::feedsOf(*b, graph), b->labels});
+  require(!batches.empty(), "the data " + dataset->describe() + " yielded no batch");
   return batches;
 }
-
-}  // namespace
 
 AnalyzeResult runAnalysis(const AnalyzeOptions& o, const ProgressCallback& progress) {
   const auto start = Clock::now();
@@ -148,8 +147,8 @@ AnalyzeResult runAnalysis(const AnalyzeOptions& o, const ProgressCallback& progr
   LoadedModel loaded = loadOrCalibrate(o, progress);
   passes::PreparedModel& model = *loaded.model;
   std::string data_description;
-  const std::vector<algos::AnalysisBatch> batches =
-      analysisBatches(o, model.graph(), data_description);
+  const std::vector<algos::AnalysisBatch> batches = analysisBatches(
+      o.data.empty() ? o.calib : o.data, model.graph(), o.batch, o.samples, &data_description);
 
   algos::SensitivityOptions so;
   so.isolated = o.isolated;

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "algos/sensitivity.h"
 #include "passes/prepare.h"
 #include "pipelines/model_data.h"
 #include "pipelines/progress.h"
@@ -52,6 +53,12 @@ struct AnalyzeResult {
   nlohmann::json report;  // what `qforge analyze --json` prints (schema in docs/ANALYZE.md)
   std::unique_ptr<passes::PreparedModel> model;  // calibrated, modes as they were
 };
+
+// The first `limit` samples (0: all) of `source` as runs of the model: `batch` samples each, or a
+// fixed batch dim's size when the model has one; `described` gets the dataset's description.
+std::vector<algos::AnalysisBatch> analysisBatches(const DataSource& source, const Graph& graph,
+                                                  int64_t batch, int64_t limit,
+                                                  std::string* described = nullptr);
 
 // Bad settings, data or models throw qforge::Error (one line) before the analysis runs.
 AnalyzeResult runAnalysis(const AnalyzeOptions& options, const ProgressCallback& progress = {});

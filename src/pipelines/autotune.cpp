@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "exec/op_traits.h"
 #include "ir/onnx_import.h"
+#include "pipelines/analyze_pipeline.h"
 
 namespace qforge::pipelines {
 
@@ -89,6 +90,8 @@ class Tuner {
             "--target-drop and --target-sqnr measure on evaluation data: pass --eval");
     require(o.max_trials >= 1, "--max-trials must be at least 1");
     require(o.time_budget >= 0, "--time-budget must not be negative");
+    require(o.ranking == "isolated" || o.ranking == "fisher",
+            "--tune-ranking must be isolated or fisher, not '" + o.ranking + "'");
     require(o.target_drop.has_value() != o.target_sqnr.has_value(),
             "give one target: --target-drop (top-1 points) or --target-sqnr (dB)");
     if (o.ptq.quant_config) {
@@ -99,14 +102,9 @@ class Tuner {
     backend_ = backends::loadBackend(o.ptq.backend);
     const Graph float_graph =
         o.ptq.graph != nullptr ? copyGraph(*o.ptq.graph) : importOnnxFile(o.ptq.model_path);
-    auto data = openSource(o.ptq.eval, float_graph);
-    const int64_t fixed = algos::fixedBatch(float_graph);
-    data::BatchLoader loader(data,
-                             loaderOptionsFor(float_graph, fixed > 0 ? fixed : o.ptq.eval_batch,
-                                              o.ptq.eval_limit < 0 ? 0 : o.ptq.eval_limit));
-    while (auto batch = loader.next())
-      batches_.push_back({algos::feedsOf(*batch, float_graph), batch->labels});
-    require(!batches_.empty(), "the evaluation data " + data->describe() + " yielded no batch");
+    std::string described;
+    batches_ = analysisBatches(o.ptq.eval, float_graph, o.ptq.eval_batch,
+                               o.ptq.eval_limit < 0 ? 0 : o.ptq.eval_limit, &described);
     bool labelled = true;
     for (const algos::AnalysisBatch& b : batches_) {
       samples_ += b.feeds.begin()->second.dim() > 0 ? b.feeds.begin()->second.size(0) : 1;
@@ -114,7 +112,7 @@ class Tuner {
     }
     require(labelled || (o.metric != "top1" && !o.target_drop),
             "top-1 (--target-drop, --tune-metric top1) needs labelled evaluation data; " +
-                data->describe() + " has none: use --target-sqnr");
+                described + " has none: use --target-sqnr");
   }
 
   AutotuneResult run() {
@@ -202,9 +200,9 @@ class Tuner {
     return text;
   }
 
-  // Units by their worst quantizer's Fisher noise on the first samples (one backward pass per
-  // probe ranks every quantizer at once, where leave-one-out costs a run per quantizer), each with
-  // the fix the backend allows for what hurts there.
+  // Units by their worst quantizer's noise on the first samples (isolated: measured, one run per
+  // quantizer; fisher: predicted, one backward pass per probe for all), each with the fix the
+  // backend allows for the kinds that hurt there (a kind at least a quarter of the unit's worst).
   std::vector<UnitFix> rankedFixes(passes::PreparedModel& model) {
     std::vector<algos::AnalysisBatch> some;
     int64_t taken = 0;
@@ -213,43 +211,67 @@ class Tuner {
       some.push_back(b);
       taken += b.feeds.begin()->second.dim() > 0 ? b.feeds.begin()->second.size(0) : 1;
     }
+    const bool isolated = o_.ranking == "isolated";
     algos::SensitivityOptions so;
-    so.isolated = false;
+    so.isolated = isolated;
     so.leave_one_out = false;
-    so.fisher = true;
+    so.fisher = !isolated;
     const algos::SensitivityResult s = algos::analyzeSensitivity(model, some, so);
-    std::map<std::string, double> gain;
-    std::map<std::string, UnitFix> fixes;
+    struct Scores {
+      double weight = 0, activation = 0;
+      const passes::QuantPoint* weight_point = nullptr;
+      const passes::QuantPoint* activation_point = nullptr;
+      double worst() const { return std::max(weight, activation); }
+    };
+    std::map<std::string, Scores> units;
     std::map<std::string, const passes::QuantPoint*> point_of;
     for (const passes::QuantPoint& p : model.points())
       point_of[p.quantizer] = &p;
     for (const algos::QuantizerSensitivity& q : s.quantizers) {
       const passes::QuantPoint& p = *point_of.at(q.quantizer);
-      if (p.unit.empty() || p.kind == passes::PointKind::Bias || !q.fisher) continue;
-      const double g = *q.fisher;
-      if (g <= 0) continue;
-      gain[p.unit] = std::max(gain.count(p.unit) ? gain[p.unit] : 0.0, g);
-      UnitFix& f = fixes[p.unit];
-      f.unit = p.unit;
-      const bool weight = p.kind == passes::PointKind::Weight;
-      const int wider =
-          p.kind == passes::PointKind::FixedOutput
-              ? 0
-              : promotedWidth(p.spec.scheme.bits, weight ? backend_.alternatives.weight_bits
-                                                         : backend_.alternatives.activation_bits);
-      if (wider == 0) {
-        f.skip = true;
-      } else {
-        (weight ? f.weight_bits : f.activation_bits) = wider;
+      if (p.unit.empty() || p.kind == passes::PointKind::Bias) continue;
+      const std::optional<double> noise =
+          isolated ? (q.isolated ? std::optional<double>(q.isolated->noise) : std::nullopt)
+                   : q.fisher;
+      if (!noise || *noise <= 0) continue;
+      Scores& u = units[p.unit];
+      if (p.kind == passes::PointKind::Weight) {
+        if (*noise > u.weight) {
+          u.weight = *noise;
+          u.weight_point = &p;
+        }
+      } else if (*noise > u.activation) {
+        u.activation = *noise;
+        u.activation_point = &p;
       }
     }
-    std::vector<UnitFix> ranked;
-    for (const auto& [unit, fix] : fixes)
-      ranked.push_back(fix);
-    std::stable_sort(ranked.begin(), ranked.end(), [&](const UnitFix& a, const UnitFix& b) {
-      return gain[a.unit] > gain[b.unit];
-    });
-    return ranked;
+    std::vector<std::pair<double, UnitFix>> ranked;
+    for (const auto& [unit, scores] : units) {
+      UnitFix f;
+      f.unit = unit;
+      for (const bool weight : {true, false}) {
+        const passes::QuantPoint* p = weight ? scores.weight_point : scores.activation_point;
+        if (p == nullptr || (weight ? scores.weight : scores.activation) < scores.worst() / 4)
+          continue;
+        const int wider = p->kind == passes::PointKind::FixedOutput
+                              ? 0
+                              : promotedWidth(p->spec.scheme.bits,
+                                              weight ? backend_.alternatives.weight_bits
+                                                     : backend_.alternatives.activation_bits);
+        if (wider == 0) {
+          f.skip = true;
+        } else {
+          (weight ? f.weight_bits : f.activation_bits) = wider;
+        }
+      }
+      ranked.emplace_back(scores.worst(), f);
+    }
+    std::stable_sort(ranked.begin(), ranked.end(),
+                     [](const auto& a, const auto& b) { return a.first > b.first; });
+    std::vector<UnitFix> fixes;
+    for (auto& [score, fix] : ranked)
+      fixes.push_back(fix);
+    return fixes;
   }
 
   PtqResult trial(const std::string& change, const passes::QuantConfig& config) {

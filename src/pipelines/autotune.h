@@ -1,7 +1,7 @@
 // Accuracy-driven tuning (`qforge quantize --target-drop`, `--target-sqnr`): quantize, measure
 // against the user's target on the evaluation data, and while it is missed try, one trial each,
 // (1) the Mse observer for activations, then for weights, keeping what helps; (2) the most
-// sensitive units (algos/sensitivity.h: Fisher noise, ranked per unit by its worst quantizer)
+// sensitive units (algos/sensitivity.h: isolated or Fisher noise, per unit its worst quantizer)
 // moved to a wider width the backend allows, or kept float where it allows none: a prefix of
 // the ranking that doubles until the target is met, then is bisected down to the shortest that
 // meets it. Every trial is a full prepare + calibrate (+ reconstruction when asked) with its
@@ -32,7 +32,11 @@ struct AutotuneOptions {
   std::optional<double> target_sqnr;  // sqnr: smallest SQNR in dB
   int64_t max_trials = 20;
   double time_budget = 0;  // seconds; 0: none
-  int64_t sensitivity_samples = 16;
+  // How the units are ranked for the fallback: "isolated" (each quantizer alone, measured: one
+  // run per quantizer and sample, sees what a linearization misses) or "fisher" (predicted from
+  // gradients, one backward pass per probe for all: for models with many quantizers).
+  std::string ranking = "isolated";
+  int64_t sensitivity_samples = 8;
 };
 
 struct AutotuneTrial {

@@ -282,6 +282,7 @@ PtqResult runPtqPipeline(const PtqOptions& o, const ProgressCallback& progress) 
     AutotuneOptions a;
     a.ptq = o;
     a.metric = o.tune_metric;
+    a.ranking = o.tune_ranking;
     a.target_drop = o.target_drop;
     a.target_sqnr = o.target_sqnr;
     a.max_trials = o.max_trials;
