@@ -142,7 +142,8 @@ std::string autotuneText(const nlohmann::json& a) {
   char buf[240];
   std::snprintf(buf, sizeof(buf),
                 "autotune   %s, target %s %.2f%s: %s (trial %lld of %zu, %.1f s)%s%s\n",
-                top1 ? "top-1" : "output SQNR", top1 ? "drop <=" : ">=", a["target"].get<double>(),
+                top1 ? "top-1" : "output SQNR",
+                top1 ? "drop <=" : ">=", (top1 ? a["target_drop"] : a["target"]).get<double>(),
                 top1 ? " points" : " dB", a["met"].get<bool>() ? "met" : "not met, best kept",
                 static_cast<long long>(a["best_trial"].get<int64_t>()), a["trials"].size(),
                 a["seconds"].get<double>(), a["note"].get<std::string>().empty() ? "" : "; ",

@@ -248,7 +248,7 @@ constexpr const char* kScript = R"js(
 
   function header(rep, allOn, allOnCos) {
     const root = h('header', {id: 'summary'});
-    root.appendChild(h('h1', null, 'qforge analyze'));
+    root.appendChild(h('h1', null, 'qforge ' + (asStr(rep.command) || 'analyze')));
     root.appendChild(h('div', null, h('code', {id: 'model'}, asStr(rep.model) || '\u2014')));
     const facts = h('dl', {class: 'facts'});
     const cal = asObj(rep.calibration);

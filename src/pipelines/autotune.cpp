@@ -251,7 +251,7 @@ class Tuner {
       f.unit = unit;
       for (const bool weight : {true, false}) {
         const passes::QuantPoint* p = weight ? scores.weight_point : scores.activation_point;
-        if (p == nullptr || (weight ? scores.weight : scores.activation) < scores.worst() / 4)
+        if (p == nullptr || (weight ? scores.weight : scores.activation) < scores.worst() / 2)
           continue;
         const int wider = p->kind == passes::PointKind::FixedOutput
                               ? 0
@@ -422,8 +422,12 @@ nlohmann::json autotuneJson(const AutotuneResult& r) {
                       {"seconds", t.seconds},
                       {"config", t.config}});
   }
+  // "target" is the metric's level to reach (top-1: float minus the drop allowed), so a chart
+  // draws it on the metric's axis.
+  const bool top1 = r.metric == "top1" && r.float_metric;
   return {{"metric", r.metric == "top1" ? "top1" : "sqnr_db"},
-          {"target", r.target},
+          {"target", top1 ? *r.float_metric - r.target : r.target},
+          {"target_drop", top1 ? nlohmann::json(r.target) : nlohmann::json(nullptr)},
           {"float", r.float_metric ? nlohmann::json(*r.float_metric) : nullptr},
           {"met", r.met},
           {"best_trial",
