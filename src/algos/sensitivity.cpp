@@ -295,9 +295,14 @@ SensitivityResult analyzeSensitivity(passes::PreparedModel& model,
           if (it != seen.end() && t.is_floating_point()) {
             QuantizerSensitivity& r = result.quantizers[s.quantizer];
             if (!r.local) r.local.emplace();
-            if (!r.accumulated) r.accumulated.emplace();
             r.local->add(t, it->second);
-            r.accumulated->add(t, float_values.at(s.input));
+            // The float run may not have reached this value (a branch taken only here).
+            const auto reference_value = float_values.find(s.input);
+            if (reference_value != float_values.end() &&
+                reference_value->second.sizes() == t.sizes()) {
+              if (!r.accumulated) r.accumulated.emplace();
+              r.accumulated->add(t, reference_value->second);
+            }
             seen.erase(it);
           }
           return t;
