@@ -15,33 +15,6 @@
 
 namespace qforge::algos {
 
-void NoiseSums::add(const at::Tensor& got, const at::Tensor& reference) {
-  const at::Tensor g = got.detach().to(at::kDouble);
-  const at::Tensor r = reference.detach().to(at::kDouble);
-  signal += r.square().sum().item<double>();
-  noise += (g - r).square().sum().item<double>();
-  dot += (g * r).sum().item<double>();
-  got_energy += g.square().sum().item<double>();
-}
-
-void NoiseSums::merge(const NoiseSums& other) {
-  signal += other.signal;
-  noise += other.noise;
-  dot += other.dot;
-  got_energy += other.got_energy;
-}
-
-double NoiseSums::sqnrDb() const {
-  if (noise == 0) return std::numeric_limits<double>::infinity();
-  return 10 * std::log10(signal / noise);
-}
-
-double NoiseSums::cosine() const {
-  if (signal == 0 && got_energy == 0) return 1;
-  if (signal == 0 || got_energy == 0) return 0;
-  return dot / std::sqrt(signal * got_energy);
-}
-
 namespace {
 
 // One FakeQuantize node of a quantizer: what it reads and writes.
@@ -176,6 +149,12 @@ std::vector<double> ranksOf(const std::vector<double>& values) {
 }
 
 }  // namespace
+
+std::optional<double> SensitivityResult::top1Percent(bool quantized) const {
+  const std::optional<int64_t>& count = quantized ? quantized_top1 : float_top1;
+  if (!count || samples == 0) return std::nullopt;
+  return 100.0 * static_cast<double>(*count) / static_cast<double>(samples);
+}
 
 std::optional<double> spearman(const std::vector<double>& a, const std::vector<double>& b) {
   require(a.size() == b.size(), "spearman: lists of different lengths");

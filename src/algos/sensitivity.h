@@ -20,24 +20,12 @@
 #include <string>
 #include <vector>
 
+#include "algos/noise_sums.h"
 #include "algos/range_stats.h"
 #include "exec/executor.h"
 #include "passes/prepare.h"
 
 namespace qforge::algos {
-
-// A run's outputs against a reference run's, as sums: SQNR and cosine similarity at the end.
-struct NoiseSums {
-  double signal = 0;  // sum reference^2
-  double noise = 0;   // sum (got - reference)^2
-  double dot = 0;     // sum got * reference
-  double got_energy = 0;
-
-  void add(const at::Tensor& got, const at::Tensor& reference);
-  void merge(const NoiseSums& other);
-  double sqnrDb() const;  // +inf when noise is 0
-  double cosine() const;  // 1 when both are all zeros
-};
 
 struct QuantizerSensitivity {
   std::string quantizer;
@@ -74,6 +62,9 @@ struct SensitivityResult {
   // Top-1 of the first scored output, float and with every quantizer on, when it holds class
   // scores and every batch has labels.
   std::optional<int64_t> float_top1, quantized_top1;
+
+  // Those counts in percent of the samples; nullopt without them.
+  std::optional<double> top1Percent(bool quantized) const;
 };
 
 // Called after each model run with (runs done, runs planned, what ran).

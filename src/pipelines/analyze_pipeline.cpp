@@ -261,10 +261,8 @@ AnalyzeResult runAnalysis(const AnalyzeOptions& o, const ProgressCallback& progr
       {"quantizers", quantizers},
       {"runs", s.runs}};
   if (s.float_top1) {
-    const double n = static_cast<double>(s.samples);
-    report["task"] = {{"metric", "top1"},
-                      {"float", 100.0 * static_cast<double>(*s.float_top1) / n},
-                      {"quantized", 100.0 * static_cast<double>(*s.quantized_top1) / n}};
+    report["task"] = {
+        {"metric", "top1"}, {"float", *s.top1Percent(false)}, {"quantized", *s.top1Percent(true)}};
   }
   report["seconds"] = secondsSince(start);
   return {std::move(report), std::move(loaded.model)};

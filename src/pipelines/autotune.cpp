@@ -4,7 +4,6 @@
 #include <cmath>
 #include <limits>
 #include <map>
-#include <set>
 
 #include "algos/model_feeds.h"
 #include "algos/sensitivity.h"
@@ -52,11 +51,6 @@ passes::QuantConfig withFixes(passes::QuantConfig config, const std::vector<Unit
   }
   return config;
 }
-
-struct Measured {
-  double metric = 0;
-  std::optional<double> float_metric;
-};
 
 // The weight elements of a prepared model by width (float units' weights at 32 bits).
 std::map<int, int64_t> weightElementsByWidth(const passes::PreparedModel& model) {
@@ -106,10 +100,8 @@ class Tuner {
     batches_ = analysisBatches(o.ptq.eval, float_graph, o.ptq.eval_batch,
                                o.ptq.eval_limit < 0 ? 0 : o.ptq.eval_limit, &described);
     bool labelled = true;
-    for (const algos::AnalysisBatch& b : batches_) {
-      samples_ += b.feeds.begin()->second.dim() > 0 ? b.feeds.begin()->second.size(0) : 1;
+    for (const algos::AnalysisBatch& b : batches_)
       labelled = labelled && b.labels.defined();
-    }
     require(labelled || (o.metric != "top1" && !o.target_drop),
             "top-1 (--target-drop, --tune-metric top1) needs labelled evaluation data; " +
                 described + " has none: use --target-sqnr");
@@ -202,7 +194,7 @@ class Tuner {
 
   // Units by their worst quantizer's noise on the first samples (isolated: measured, one run per
   // quantizer; fisher: predicted, one backward pass per probe for all), each with the fix the
-  // backend allows for the kinds that hurt there (a kind at least a quarter of the unit's worst).
+  // backend allows for the kinds that hurt there (a kind at least half the unit's worst).
   std::vector<UnitFix> rankedFixes(passes::PreparedModel& model) {
     std::vector<algos::AnalysisBatch> some;
     int64_t taken = 0;
@@ -290,7 +282,7 @@ class Tuner {
     t.change = change;
     if (r_.metric.empty()) resolveMetric(s);
     if (r_.metric == "top1") {
-      t.metric = 100.0 * static_cast<double>(*s.quantized_top1) / static_cast<double>(samples_);
+      t.metric = *s.top1Percent(true);
       t.drop = *r_.float_metric - t.metric;
       t.met = *t.drop <= r_.target;
     } else {
@@ -342,7 +334,7 @@ class Tuner {
               "output holds class scores; use --target-sqnr");
       require(o_.target_drop.has_value(),
               "the metric is top-1: give the largest drop in points with --target-drop");
-      r_.float_metric = 100.0 * static_cast<double>(*s.float_top1) / static_cast<double>(samples_);
+      r_.float_metric = s.top1Percent(false);
     } else {
       require(o_.target_sqnr.has_value(),
               "the metric is the outputs' SQNR (the evaluation data has no labels): give the "
@@ -376,7 +368,6 @@ class Tuner {
   passes::QuantConfig start_config_;
   backends::BackendConfig backend_;
   std::vector<algos::AnalysisBatch> batches_;
-  int64_t samples_ = 0;
   AutotuneResult r_;
 };
 

@@ -71,11 +71,7 @@ void OutputAccumulator::add(const at::Tensor& got, const at::Tensor& reference) 
     top1_gaps_.insert(top1_gaps_.end(), gaps.data_ptr<double>(),
                       gaps.data_ptr<double>() + gaps.numel());
   }
-  const at::Tensor diff = g - r;
-  signal_ += r.square().sum().item<double>();
-  noise_ += diff.square().sum().item<double>();
-  dot_ += (g * r).sum().item<double>();
-  got_norm_ += g.square().sum().item<double>();
+  const at::Tensor diff = sums_.add(g, r);
   max_abs_reference_ = std::max(max_abs_reference_, r.abs().max().item<double>());
   differences_.add(diff.abs());
   if (iou_threshold_) {
@@ -93,10 +89,8 @@ OutputComparison OutputAccumulator::finish(double step, const std::string& step_
   c.samples = samples_;
   c.top1_agree =
       std::count_if(top1_gaps_.begin(), top1_gaps_.end(), [&](double gap) { return gap <= step; });
-  const double inf = std::numeric_limits<double>::infinity();
-  c.sqnr_db = noise_ == 0 ? inf : signal_ == 0 ? -inf : 10 * std::log10(signal_ / noise_);
-  const double norms = std::sqrt(signal_ * got_norm_);
-  c.cosine = norms > 0 ? dot_ / norms : (signal_ == got_norm_ ? 1.0 : 0.0);
+  c.sqnr_db = sums_.sqnrDb();
+  c.cosine = sums_.cosine();
   c.step = step;
   c.step_source = step_source;
   c.max_steps = differences_.max() / step;

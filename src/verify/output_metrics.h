@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "algos/noise_sums.h"
+
 namespace qforge::verify {
 
 // Class scores [batch, classes >= 2] are a classifier output: top-1 agreement means something
@@ -78,7 +80,7 @@ class OutputAccumulator {
   // Per sample of a classifier output: how much lower the reference scores the class the run
   // picked than its own best (0 when they pick the same class).
   std::vector<double> top1_gaps_;
-  double signal_ = 0, noise_ = 0, dot_ = 0, got_norm_ = 0;
+  algos::NoiseSums sums_;  // for SQNR and cosine
   double intersection_ = 0, union_ = 0;
   double max_abs_reference_ = 0;
   DifferenceHistogram differences_;
