@@ -212,8 +212,15 @@ SensitivityResult analyzeSensitivity(passes::PreparedModel& model,
     r.range = weightRange(w, grids[s.quantizer], q.scheme(), channelAxisOf(graph, s, w));
   }
 
-  const int64_t per_batch = 2 + (options.isolated ? static_cast<int64_t>(quantizers.size()) : 0) +
-                            (options.leave_one_out ? static_cast<int64_t>(quantizers.size()) : 0) +
+  std::vector<bool> measured(quantizers.size(), options.measured.empty());
+  for (const std::string& name : options.measured) {
+    const auto it = index.find(name);
+    require(it != index.end(), "sensitivity analysis: the model has no quantizer '" + name + "'");
+    measured[it->second] = true;
+  }
+  const int64_t measured_count = std::count(measured.begin(), measured.end(), true);
+  const int64_t per_batch = 2 + (options.isolated ? measured_count : 0) +
+                            (options.leave_one_out ? measured_count : 0) +
                             (options.fisher ? options.fisher_probes : 0);
   const int64_t planned = per_batch * static_cast<int64_t>(batches.size());
   auto ran = [&](const std::string& what) {
@@ -303,6 +310,7 @@ SensitivityResult analyzeSensitivity(passes::PreparedModel& model,
     float_values.clear();
 
     for (size_t i = 0; i < quantizers.size(); ++i) {
+      if (!measured[i]) continue;
       QuantizerSensitivity& r = result.quantizers[i];
       if (options.isolated) {
         modes.setAll(false);

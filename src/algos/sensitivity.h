@@ -45,6 +45,9 @@ struct SensitivityOptions {
   uint64_t seed = 0;
   // The outputs scored (the model's float outputs when empty).
   std::vector<std::string> outputs;
+  // The quantizers measured isolated and left out (every one when empty); a name the model does
+  // not have is an error.
+  std::vector<std::string> measured;
 };
 
 // One run's feeds by input name, and the samples' labels when the data has them (top-1).

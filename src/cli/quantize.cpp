@@ -37,6 +37,7 @@ struct QuantizeFlags {
   std::string report_html;
   double target_drop = NAN;
   double target_sqnr = NAN;
+  double bits_budget = NAN;
 };
 
 // "0.0123" for one value, "0.00101..0.0213 (24 ch)" for per-channel parameters, and the state
@@ -165,6 +166,51 @@ std::string autotuneText(const nlohmann::json& a) {
   return out.str();
 }
 
+// The mixed-precision choice: the uniform widths and the choice, one line each, then the widths
+// the units got.
+std::string mixedPrecisionText(const nlohmann::json& m) {
+  std::ostringstream out;
+  const bool top1 = m["metric"] == "top1";
+  char buf[240];
+  std::snprintf(buf, sizeof(buf),
+                "mixed      budget %.2f bits per weight (%lld bytes), chose %.2f (%lld bytes); "
+                "ranking %s, %.1f s\n",
+                m["budget_average_bits"].get<double>(),
+                static_cast<long long>((m["budget_bits"].get<int64_t>() + 7) / 8),
+                m["average_bits"].get<double>(),
+                static_cast<long long>(m["weight_bytes"].get<int64_t>()),
+                m["ranking"].get<std::string>().c_str(), m["seconds"].get<double>());
+  out << buf;
+  for (const nlohmann::json& t : m["trials"]) {
+    const bool chosen = t["trial"] == m["chosen_trial"];
+    const std::string metric =
+        t["metric"].is_null() ? "inf" : std::to_string(t["metric"].get<double>()).substr(0, 6);
+    std::snprintf(buf, sizeof(buf), "  %s%2lld  %s %-8s %s  avg w-bits %.2f  %s\n",
+                  chosen ? "*" : " ", static_cast<long long>(t["trial"].get<int64_t>()),
+                  top1 ? "top-1" : "SQNR", metric.c_str(),
+                  t["met"].get<bool>() ? "in budget " : "over budget",
+                  t["avg_weight_bits"].get<double>(), t["change"].get<std::string>().c_str());
+    out << buf;
+  }
+  if (!m["uniform_interpolated"].is_null()) {
+    std::snprintf(buf, sizeof(buf), "  uniform widths at the same bits (interpolated): %.2f%s\n",
+                  m["uniform_interpolated"].get<double>(), top1 ? "%" : " dB");
+    out << buf;
+  }
+  std::map<int, std::vector<std::string>> by_width;
+  for (const nlohmann::json& u : m["units"])
+    by_width[u["bits"].get<int>()].push_back(u["unit"].get<std::string>());
+  for (const auto& [bits, names] : by_width) {
+    out << "  W" << bits << " (" << names.size() << " unit" << (names.size() == 1 ? "" : "s")
+        << "): "
+        << join(std::vector<std::string>(names.begin(),
+                                         names.begin() + std::min<size_t>(8, names.size())),
+                ", ")
+        << (names.size() > 8 ? ", ..." : "") << "\n";
+  }
+  return out.str();
+}
+
 std::string reportText(const pipelines::PtqReport& report) {
   const nlohmann::json& table = report.quantizers;
   std::ostringstream out;
@@ -214,6 +260,7 @@ std::string reportText(const pipelines::PtqReport& report) {
   out << buf;
   out << stagesText(report);
   if (report.autotune) out << autotuneText(*report.autotune);
+  if (report.mixed_precision) out << mixedPrecisionText(*report.mixed_precision);
   out << "wrote     ";
   for (const std::string& f : report.files)
     out << " " << f;
@@ -222,7 +269,8 @@ std::string reportText(const pipelines::PtqReport& report) {
   return out.str();
 }
 
-// What the HTML report draws for a quantize run: the evaluation and the autotune trials.
+// What the HTML report draws for a quantize run: the evaluation, the autotune trials and the
+// mixed-precision choice.
 nlohmann::json htmlReportOf(const pipelines::PtqReport& report) {
   nlohmann::json j = {{"command", "quantize"},
                       {"model", report.model},
@@ -241,6 +289,7 @@ nlohmann::json htmlReportOf(const pipelines::PtqReport& report) {
                  {"quantized", percent(report.evaluation->quantized_scores)}};
   }
   if (report.autotune) j["autotune"] = *report.autotune;
+  if (report.mixed_precision) j["mixed_precision"] = *report.mixed_precision;
   return j;
 }
 
@@ -252,6 +301,7 @@ int runQuantize(QuantizeFlags& flags) {
   o.deploy = !flags.no_deploy;
   if (!std::isnan(flags.target_drop)) o.target_drop = flags.target_drop;
   if (!std::isnan(flags.target_sqnr)) o.target_sqnr = flags.target_sqnr;
+  if (!std::isnan(flags.bits_budget)) o.bits_budget = flags.bits_budget;
   StageProgress progress(!flags.json && !flags.quiet && ::isatty(STDERR_FILENO));
   const pipelines::PtqResult result = pipelines::runPtqPipeline(o, progress.callback());
   if (!flags.report_html.empty())
@@ -333,8 +383,17 @@ std::pair<CLI::App*, std::function<int()>> addQuantizeCommand(CLI::App& app) {
   sub->add_option("--max-trials", o->max_trials, "Autotune's most trials")->capture_default_str();
   sub->add_option("--time-budget", o->time_budget, "Autotune's most seconds (0: no limit)")
       ->capture_default_str();
+  sub->add_option("--bits-budget", flags->bits_budget,
+                  "Mixed precision: choose each unit's weight width among the backend's so the "
+                  "average is at most this many bits and --eval's metric loses the least")
+      ->type_name("BITS");
+  sub->add_option("--size-budget", o->size_budget,
+                  "Mixed precision with the quantized weights in at most this many bytes (2M, "
+                  "512K, a count)")
+      ->type_name("SIZE");
   sub->add_option("--report", flags->report_html,
-                  "Write a self-contained HTML report: float vs quantized, the autotune trials")
+                  "Write a self-contained HTML report: float vs quantized, the autotune trials "
+                  "or the mixed-precision choice")
       ->type_name(value_type::kFile);
   sub->add_flag("--no-deploy", flags->no_deploy,
                 "Save the prepared model only; `qforge deploy` writes the deploy files later");

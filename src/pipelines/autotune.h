@@ -17,6 +17,7 @@
 
 #include "passes/quant_config.h"
 #include "pipelines/ptq_pipeline.h"
+#include "pipelines/tuning_trial.h"
 
 namespace qforge::pipelines {
 
@@ -39,25 +40,11 @@ struct AutotuneOptions {
   int64_t sensitivity_samples = 8;
 };
 
-struct AutotuneTrial {
-  int64_t trial = 0;  // 1-based
-  std::string change;
-  double metric = 0;           // top-1 % or SQNR dB
-  std::optional<double> drop;  // top1: float - quantized
-  bool met = false;
-  int64_t float_units = 0;
-  int64_t wide_units = 0;       // units given a wider width than the config's start
-  double avg_weight_bits = 0;   // over weight elements, float weights counting 32
-  double base_width_share = 0;  // weight elements at the starting width
-  double seconds = 0;
-  nlohmann::json config;  // the trial's config (the starting one plus its changes)
-};
-
 struct AutotuneResult {
   std::string metric;  // as resolved
   std::optional<double> float_metric;
   double target = 0;
-  std::vector<AutotuneTrial> trials;
+  std::vector<TuningTrial> trials;
   size_t best = 0;  // index into trials: the first that met the target with the fewest wider
                     // or float units, else the best metric
   bool met = false;
@@ -71,8 +58,5 @@ AutotuneResult autotune(const AutotuneOptions& options, const ProgressCallback& 
 
 // The "autotune" section of a report (what the HTML report draws).
 nlohmann::json autotuneJson(const AutotuneResult& result);
-
-// A QuantConfig as the JSON its file format reads back (passes/quant_config.h).
-nlohmann::json quantConfigJson(const passes::QuantConfig& config);
 
 }  // namespace qforge::pipelines

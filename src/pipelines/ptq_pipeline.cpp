@@ -23,6 +23,7 @@
 #include "passes/prepared_io.h"
 #include "passes/quant_config.h"
 #include "pipelines/autotune.h"
+#include "pipelines/mixed_precision.h"
 
 namespace qforge::pipelines {
 
@@ -277,8 +278,25 @@ PtqResult runPtqPipeline(const PtqOptions& o, const ProgressCallback& progress) 
   OutputDirectory out(o.out, OutputDirectory::kModelRole,
                       {OutputDirectory::kModelRole, OutputDirectory::kDeployRole});
   PtqOptions chosen = o;
-  std::optional<nlohmann::json> tuned, tuned_config;
-  if (o.target_drop || o.target_sqnr) {
+  std::optional<nlohmann::json> tuned, mixed, tuned_config;
+  const bool budget = o.bits_budget || !o.size_budget.empty();
+  require(!budget || !(o.target_drop || o.target_sqnr),
+          "a budget (--bits-budget, --size-budget) and a target (--target-drop, --target-sqnr) "
+          "are separate searches: give one");
+  if (budget) {
+    MixedPrecisionOptions m;
+    m.ptq = o;
+    m.bits_budget = o.bits_budget;
+    if (!o.size_budget.empty())
+      m.size_budget = qforge::parseByteSize(o.size_budget, "--size-budget");
+    m.metric = o.tune_metric;
+    m.ranking = o.tune_ranking;
+    const MixedPrecisionResult result = mixedPrecision(m, progress);
+    mixed = mixedPrecisionJson(result);
+    tuned_config = result.chosen().config;
+    chosen.config.clear();
+    chosen.quant_config = passes::parseQuantConfig(*tuned_config, "mixed precision's choice");
+  } else if (o.target_drop || o.target_sqnr) {
     AutotuneOptions a;
     a.ptq = o;
     a.metric = o.tune_metric;
@@ -296,6 +314,7 @@ PtqResult runPtqPipeline(const PtqOptions& o, const ProgressCallback& progress) 
   PtqResult result = quantizeModel(chosen, progress);
   PtqReport& report = result.report;
   report.autotune = tuned;
+  report.mixed_precision = mixed;
   writeOutputs(o, *result.model, tuned_config, out, report);
   report.threads = at::get_num_threads();
   report.peak_rss_bytes = peakResidentBytes();

@@ -68,6 +68,11 @@ struct PtqOptions {
   std::string tune_ranking = "isolated";  // isolated, fisher (AutotuneOptions::ranking)
   int64_t max_trials = 20;
   double time_budget = 0;  // seconds; 0: none
+  // Mixed precision (pipelines/mixed_precision.h), scored on the `eval` data: with a budget, one
+  // weight width per unit among the backend's is chosen (tuned_config.json) and the flow runs
+  // with it. `tune_ranking` and `tune_metric` apply.
+  std::optional<double> bits_budget;  // average bits per quantized weight element
+  std::string size_budget;            // bytes of quantized weights ("2M", "512K", a count)
 };
 
 struct PtqResult {

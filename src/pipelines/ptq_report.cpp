@@ -113,6 +113,7 @@ nlohmann::json ptqReportJson(const PtqReport& r) {
   j["model"] = r.model;
   j["backend"] = r.backend;
   if (r.autotune) j["autotune"] = *r.autotune;
+  if (r.mixed_precision) j["mixed_precision"] = *r.mixed_precision;
   j["calibration"] = {{"data", r.calibration.data},
                       {"batches", r.calibration.batches},
                       {"samples", r.calibration.samples},

@@ -51,8 +51,10 @@ struct PtqReport {
   std::optional<algos::BiasCorrectionResult> bias_correction;
   std::optional<Evaluation> evaluation;
   std::optional<nlohmann::json> autotune;  // the trials (pipelines/autotune.h autotuneJson)
-  std::vector<std::string> deploy_notes;   // what deploy did not write and why
-  std::vector<std::string> files;          // every file written, report.json last
+  // The widths chosen and the trials (pipelines/mixed_precision.h mixedPrecisionJson).
+  std::optional<nlohmann::json> mixed_precision;
+  std::vector<std::string> deploy_notes;  // what deploy did not write and why
+  std::vector<std::string> files;         // every file written, report.json last
   double prepare_seconds = 0;
   double total_seconds = 0;
   int threads = 0;

@@ -100,6 +100,24 @@ TEST(Sensitivity, IsolatedAndLeaveOneOutNoiseMatchTheClosedForm) {
       1e-5);
 }
 
+TEST(Sensitivity, MeasuresOnlyTheQuantizersNamed) {
+  Fixture f;
+  SensitivityOptions o;
+  o.measured = {f.of(analyzeSensitivity(*f.model, f.batches, {}), "weight").quantizer};
+  const SensitivityResult r = analyzeSensitivity(*f.model, f.batches, o);
+  EXPECT_EQ(r.runs, 2 * (2 + 1 + 1));  // per batch: float, all on, the weight alone and left out
+  const double weight_alone = energy(gemm(f.x, quantizedWeight(testing::classifierWeight())) -
+                                     gemm(f.x, testing::classifierWeight()));
+  EXPECT_NEAR(f.of(r, "weight").isolated->noise, weight_alone, 1e-4 * weight_alone);
+  EXPECT_FALSE(f.of(r, "activation").isolated.has_value());
+  EXPECT_FALSE(f.of(r, "activation").leave_one_out.has_value());
+  // What needs no extra run is still there for every quantizer.
+  EXPECT_TRUE(f.of(r, "activation").local.has_value());
+  o.measured = {"no_such_quantizer"};
+  EXPECT_EQ(errorOf([&] { analyzeSensitivity(*f.model, f.batches, o); }),
+            "sensitivity analysis: the model has no quantizer 'no_such_quantizer'");
+}
+
 TEST(Sensitivity, LocalAndAccumulatedNoiseAreWhatEachQuantizerDoesWhereItSits) {
   Fixture f;
   const SensitivityResult r = analyzeSensitivity(*f.model, f.batches, {});

@@ -81,7 +81,7 @@ TEST(Autotune, WidensTheMostSensitiveUnitsUntilTheTargetIsMet) {
   EXPECT_EQ(r.trials[0].change, "baseline");
   EXPECT_NEAR(r.trials[0].metric, baseline, 1e-9);  // deterministic
   EXPECT_FALSE(r.trials[0].met);
-  const AutotuneTrial& best = r.trials[r.best];
+  const TuningTrial& best = r.trials[r.best];
   EXPECT_TRUE(best.met);
   EXPECT_GE(best.metric, baseline + 6);
   EXPECT_GT(best.wide_units, 0);
@@ -89,7 +89,7 @@ TEST(Autotune, WidensTheMostSensitiveUnitsUntilTheTargetIsMet) {
   EXPECT_GT(best.avg_weight_bits, 3.0);
   EXPECT_LE(best.avg_weight_bits, 8.0);
   // No trial that met the target changed fewer units.
-  for (const AutotuneTrial& t : r.trials) {
+  for (const TuningTrial& t : r.trials) {
     if (t.met) {
       EXPECT_GE(t.wide_units + t.float_units, best.wide_units + best.float_units);
     }
@@ -104,7 +104,7 @@ TEST(Autotune, ATargetOutOfReachKeepsTheBestTrialAndSaysWhy) {
   const AutotuneResult r = autotune(o);
   EXPECT_FALSE(r.met);
   EXPECT_FALSE(r.note.empty());
-  for (const AutotuneTrial& t : r.trials)
+  for (const TuningTrial& t : r.trials)
     EXPECT_LE(t.metric, r.trials[r.best].metric);
   const nlohmann::json j = autotuneJson(r);
   EXPECT_EQ(j["metric"], "sqnr_db");
