@@ -76,7 +76,13 @@ svg .float-line { stroke: #667085; stroke-width: 1; stroke-dasharray: 2 3; }
 svg .trial-path { fill: none; stroke: #4b7bec; stroke-width: 2; }
 svg .trial-point { fill: #4b7bec; stroke: #fff; stroke-width: 1.5; }
 svg .trial-point.best { fill: #2f9e44; stroke: #1d2330; }
-tr.trial-row.best td { background: #e6f4ea; font-weight: 600; }
+tr.trial-row.best td, tr.mp-trial-row.best td { background: #e6f4ea; font-weight: 600; }
+svg .budget-line { stroke: #d63939; stroke-width: 1.5; stroke-dasharray: 6 3; }
+svg .uniform-path { fill: none; stroke: #98a2b3; stroke-width: 2; }
+svg .mp-point { fill: #98a2b3; stroke: #fff; stroke-width: 1.5; }
+svg .mp-point.chosen { fill: #2f9e44; stroke: #1d2330; }
+.mp-units { font-size: 13px; }
+.mp-units td.chosen { background: #e6f4ea; font-weight: 600; }
 .met { color: #2f9e44; font-weight: 700; }
 .not-met { color: #d63939; font-weight: 700; }
 #render-error { color: #b42318; background: #fef3f2; padding: 12px; white-space: pre-wrap; }
@@ -654,6 +660,141 @@ constexpr const char* kScript = R"js(
     return section;
   }
 
+  function mixedPrecision(mp) {
+    const section = h('section', {id: 'mixed-precision'});
+    section.appendChild(h('h2', null, 'Mixed precision'));
+    const top1 = asStr(mp.metric) === 'top1';
+    const metric = top1 ? 'top-1 %' : 'output SQNR (dB)';
+    const budget = numFig(mp.budget_average_bits), average = numFig(mp.average_bits);
+    const chosenMetric = dbFig(mp.chosen_metric), interp = dbFig(mp.uniform_interpolated);
+    const predicted = dbFig(mp.predicted_sqnr_db), floatRef = dbFig(mp.float);
+    const chosen = asNum(mp.chosen_trial);
+    const bitsFmt = (f) => fixed(f.v, 2);
+    section.appendChild(h('p', null, [
+      'budget ', figText(budget, bitsFmt, null, 'mp-budget'), ' bits per weight; chose ',
+      figText(average, bitsFmt, null, 'mp-average'), ' (',
+      asNum(mp.weight_bytes) === null ? '\u2014' : String(mp.weight_bytes), ' bytes): ',
+      metric + ' ', figText(chosenMetric, fmtDb, null, 'mp-chosen-metric'),
+      ' against ', figText(interp, fmtDb, null, 'mp-interpolated'),
+      ' for uniform widths at the same bits (interpolated); predicted output SQNR ',
+      figText(predicted, fmtDb, null, 'mp-predicted'), ' dB',
+      floatRef.v === null ? null : '; float ' + fmtDb(floatRef)].flat()));
+
+    const trials = asArr(mp.trials).map(asObj).filter(Boolean).map((t, i) => ({
+      trial: asNum(t.trial) === null ? i + 1 : t.trial, change: asStr(t.change),
+      metric: dbFig(t.metric), bits: asNum(t.avg_weight_bits),
+      met: typeof t.met === 'boolean' ? t.met : null, seconds: asNum(t.seconds)}));
+    const points = trials.filter((t) => t.metric.v !== null && isFinite(t.metric.v) &&
+                                        t.bits !== null);
+    const W = 720, H = 290, L = 60, R = 90, T = 16, B = 40;
+    const pw = W - L - R, ph = H - T - B;
+    const xs = points.map((t) => t.bits);
+    if (budget.v !== null) xs.push(budget.v);
+    const ys = points.map((t) => t.metric.v);
+    if (floatRef.v !== null && isFinite(floatRef.v)) ys.push(floatRef.v);
+    const xsc = niceScale(xs.length ? Math.min(...xs) : 0, xs.length ? Math.max(...xs) : 8, 6);
+    let lo = ys.length ? Math.min(...ys) : 0, hi = ys.length ? Math.max(...ys) : 1;
+    const pad = (hi - lo) * 0.08 || Math.abs(hi) * 0.05 || 1;
+    const ysc = niceScale(lo - pad, hi + pad, 5);
+    const x = (v) => L + ((v - xsc.lo) / (xsc.hi - xsc.lo)) * pw;
+    const y = (v) =>
+      T + ph - ((Math.max(ysc.lo, Math.min(ysc.hi, v)) - ysc.lo) / (ysc.hi - ysc.lo)) * ph;
+    const svg = s('svg', {id: 'mp-chart', width: W, height: H, viewBox: '0 0 ' + W + ' ' + H,
+                          role: 'img'});
+    const axis = s('g', {class: 'axis'});
+    for (const t of ysc.ticks) {
+      axis.appendChild(s('line', {class: 'grid', x1: L, x2: L + pw, y1: y(t), y2: y(t)}));
+      axis.appendChild(s('text', {class: 'tick', x: L - 6, y: y(t) + 3, 'text-anchor': 'end'},
+                         tickText(t)));
+    }
+    for (const t of xsc.ticks) {
+      axis.appendChild(s('text', {class: 'tick', x: x(t), y: T + ph + 14,
+                                  'text-anchor': 'middle'}, tickText(t)));
+    }
+    axis.appendChild(s('text', {x: L + pw / 2, y: H - 6, 'text-anchor': 'middle'},
+                       'average weight bits'));
+    axis.appendChild(s('text', {x: 14, y: T + ph / 2, 'text-anchor': 'middle',
+                                transform: 'rotate(-90 14 ' + (T + ph / 2) + ')'}, metric));
+    svg.appendChild(axis);
+    if (budget.v !== null) {
+      svg.appendChild(s('line', {class: 'budget-line', 'data-value': dataValue(budget),
+                                 x1: x(budget.v), x2: x(budget.v), y1: T, y2: T + ph}));
+      svg.appendChild(s('text', {x: x(budget.v) + 4, y: T + 10}, 'budget ' + bitsFmt(budget)));
+    }
+    if (floatRef.v !== null && isFinite(floatRef.v)) {
+      svg.appendChild(s('line', {class: 'float-line', 'data-value': dataValue(floatRef), x1: L,
+                                 x2: L + pw, y1: y(floatRef.v), y2: y(floatRef.v)}));
+      svg.appendChild(s('text', {x: L + pw + 6, y: y(floatRef.v) + 4}, 'float ' + fmtDb(floatRef)));
+    }
+    const uniform = points.filter((t) => t.trial !== chosen).sort((a, b) => a.bits - b.bits);
+    if (uniform.length > 1) {
+      svg.appendChild(s('polyline', {class: 'uniform-path', points: uniform.map(
+          (t) => x(t.bits) + ',' + y(t.metric.v)).join(' ')}));
+    }
+    for (const t of points) {
+      const isChosen = t.trial === chosen;
+      svg.appendChild(s('circle', {class: 'mp-point' + (isChosen ? ' chosen' : ''),
+                                   'data-trial': t.trial, 'data-bits': String(t.bits),
+                                   'data-value': dataValue(t.metric), cx: x(t.bits),
+                                   cy: y(t.metric.v), r: isChosen ? 7 : 5},
+                        svgTitle((t.change || 'trial ' + t.trial) + ': ' + fmtDb(t.metric) +
+                                 ' at ' + t.bits.toFixed(2) + ' bits')));
+    }
+    section.appendChild(svg);
+
+    const trialTable = h('table', {class: 'trials'});
+    trialTable.appendChild(h('thead', null, h('tr', null, [
+      h('th', {class: 'num'}, 'Trial'), h('th', null, 'Change'), h('th', {class: 'num'}, metric),
+      h('th', {class: 'num'}, 'Avg weight bits'), h('th', null, 'In budget'),
+      h('th', {class: 'num'}, 'Seconds')])));
+    const trialBody = h('tbody');
+    for (const t of trials) {
+      trialBody.appendChild(h('tr', {class: 'mp-trial-row' + (t.trial === chosen ? ' best' : ''),
+                                     'data-trial': t.trial}, [
+        h('td', {class: 'col-trial num'}, String(t.trial)),
+        h('td', {class: 'col-change'}, t.change === null ? '\u2014' : t.change),
+        h('td', {class: 'col-metric num',
+                 'data-value': t.metric.v === null ? null : dataValue(t.metric)}, fmtDb(t.metric)),
+        h('td', {class: 'col-avg_weight_bits num',
+                 'data-value': t.bits === null ? null : String(t.bits)},
+          t.bits === null ? '\u2014' : t.bits.toFixed(2)),
+        h('td', {class: 'col-met'}, t.met === null ? '\u2014' : t.met ? 'yes' : 'no'),
+        h('td', {class: 'col-seconds num'}, t.seconds === null ? '\u2014' : t.seconds.toFixed(1))]));
+    }
+    trialTable.appendChild(trialBody);
+    section.appendChild(trialTable);
+
+    // Per unit: the width chosen and its weights' noise at every width, the chosen one marked.
+    const widths = asArr(mp.widths).map(asNum).filter((w) => w !== null);
+    const unitTable = h('table', {class: 'mp-units'});
+    unitTable.appendChild(h('thead', null, h('tr', null, [
+      h('th', null, 'Unit'), h('th', {class: 'num'}, 'Weights'), h('th', {class: 'num'}, 'Bits'),
+      h('th', null, 'Pinned')].concat(widths.map(
+          (w) => h('th', {class: 'num'}, 'noise W' + w))))));
+    const unitBody = h('tbody');
+    for (const u of asArr(mp.units).map(asObj).filter(Boolean)) {
+      const noise = asObj(u.noise) || {};
+      const bits = asNum(u.bits);
+      const row = h('tr', {class: 'mp-unit-row', 'data-unit': asStr(u.unit) || ''}, [
+        h('td', {class: 'col-unit'}, h('span', {class: 'mono'}, breakable(asStr(u.unit) || '?'))),
+        h('td', {class: 'col-elements num',
+                 'data-value': asNum(u.elements) === null ? null : String(u.elements)},
+          asNum(u.elements) === null ? '\u2014' : String(u.elements)),
+        h('td', {class: 'col-bits num', 'data-value': bits === null ? null : String(bits)},
+          bits === null ? '\u2014' : String(bits)),
+        h('td', {class: 'col-fixed'}, u.fixed === true ? 'yes' : '')]);
+      for (const w of widths) {
+        const f = numFig(noise[String(w)]);
+        row.appendChild(h('td', {class: 'col-noise-' + w + ' num' + (w === bits ? ' chosen' : ''),
+                                 'data-value': f.v === null ? null : dataValue(f)}, fmtSci(f)));
+      }
+      unitBody.appendChild(row);
+    }
+    unitTable.appendChild(unitBody);
+    section.appendChild(h('div', {class: 'table-wrap'}, unitTable));
+    return section;
+  }
+
   function main() {
     const rep = asObj(JSON.parse(document.getElementById('qforge-report').textContent)) || {};
     const root = document.getElementById('report');
@@ -669,6 +810,8 @@ constexpr const char* kScript = R"js(
     root.appendChild(histograms(qs));
     const at = asObj(rep.autotune);
     if (at) root.appendChild(autotune(at));
+    const mp = asObj(rep.mixed_precision);
+    if (mp) root.appendChild(mixedPrecision(mp));
     document.body.setAttribute('data-rendered', 'ok');
   }
 

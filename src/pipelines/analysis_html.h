@@ -30,6 +30,13 @@
 //     [data-trial=N][data-value] per trial with a metric, line.target-line[data-value]
 //   tr.trial-row[data-trial=N]               the trials table; cells td.col-KEY, KEY in trial
 //     change metric drop float_units wide_units avg_weight_bits seconds
+//   section#mixed-precision                  when the report has "mixed_precision": #mp-budget,
+//     #mp-average (bits per weight), #mp-chosen-metric, #mp-interpolated, #mp-predicted (text,
+//     data-value); svg#mp-chart with circle.mp-point[data-trial][data-bits][data-value] per trial
+//     with a metric (.chosen for the choice) and line.budget-line[data-value];
+//     tr.mp-trial-row[data-trial=N] with td.col-KEY, KEY in trial change metric avg_weight_bits
+//     met seconds; tr.mp-unit-row[data-unit=NAME] with td.col-unit, td.col-elements, td.col-bits,
+//     td.col-fixed and td.col-noise-W per width W (data-value; text x.xxe-y)
 #pragma once
 
 #include <nlohmann/json.hpp>

@@ -5,6 +5,10 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "ir/onnx_import.h"
 #include "support/cli_runner.h"
@@ -134,6 +138,76 @@ TEST(QuantizeCli, ConfigNamingAMissingNodeSuggestsNearNames) {
              "/bad.yaml --out " + dir + "/o");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.out.find("not valid YAML at line"), std::string::npos) << r.out;
+}
+
+// Mixed precision from the command line: the zoo ResNet on Academic at 5 bits per weight. The
+// choice fits the budget, tuned_config.json replays it with --config (same widths per unit), and
+// budgets that cannot work give one line, exit code 2 and no files.
+TEST(QuantizeCli, ABitsBudgetChoosesWidthsPerUnitThatReplayFromTheWrittenConfig) {
+  const std::string dir = makeTempDir("quantize-mp");
+  const std::string common =
+      " --backend Academic --calib-batches 1 --calib-batch 32 "
+      "--eval fashion-mnist:test --eval-limit 64 --eval-batch 64";
+  const CliResult r =
+      runCli("quantize " + zoo("resnet") + common + " --bits-budget 5 --out " + dir + "/o --json");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const nlohmann::json report = nlohmann::json::parse(r.out);
+  const nlohmann::json& mp = report["mixed_precision"];
+  EXPECT_EQ(mp["widths"], nlohmann::json({2, 3, 4, 5, 6, 7, 8}));
+  EXPECT_LE(mp["average_bits"].get<double>(), 5.0);
+  EXPECT_LE(mp["total_bits"].get<int64_t>(), mp["budget_bits"].get<int64_t>());
+  EXPECT_EQ(mp["trials"].size(), 8u);
+  int64_t total_bits = 0;
+  std::map<std::string, int> bits_of;
+  for (const nlohmann::json& u : mp["units"]) {
+    total_bits += u["elements"].get<int64_t>() * u["bits"].get<int64_t>();
+    bits_of[u["unit"]] = u["bits"];
+  }
+  EXPECT_EQ(total_bits, mp["total_bits"].get<int64_t>());
+  // The backend pins the first and last units to 8 bits.
+  EXPECT_EQ(bits_of.at("/stem/stem.0/Conv"), 8);
+  EXPECT_EQ(bits_of.at("/fc/Gemm"), 8);
+  // The quantizer table holds the chosen width of every unit's weight.
+  for (const nlohmann::json& q : report["quantizers"]) {
+    if (q["kind"] != "weight") continue;
+    EXPECT_EQ(q["bits"], bits_of.at(q["unit"])) << q["unit"];
+  }
+  const CliResult replay = runCli("quantize " + zoo("resnet") + common + " --config " + dir +
+                                  "/o/tuned_config.json --out " + dir + "/replay --json");
+  ASSERT_EQ(replay.exit_code, 0) << replay.out;
+  const nlohmann::json replayed = nlohmann::json::parse(replay.out);
+  EXPECT_EQ(replayed["quantizers"], report["quantizers"]);
+  EXPECT_EQ(replayed["quantized"]["top1"], report["quantized"]["top1"]);
+
+  const CliResult text =
+      runCli("quantize " + zoo("resnet") + common + " --bits-budget 4 --out " + dir + "/t");
+  ASSERT_EQ(text.exit_code, 0) << text.out;
+  EXPECT_NE(text.out.find("mixed      budget 4.00 bits per weight"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("uniform W2"), std::string::npos) << text.out;
+}
+
+TEST(QuantizeCli, BudgetsThatCannotWorkGiveOneLineAndWriteNothing) {
+  const std::string dir = makeTempDir("quantize-mp-bad");
+  const std::string common =
+      " --calib-batches 1 --calib-batch 8 --eval fashion-mnist:test "
+      "--eval-limit 16 --eval-batch 16 --out " +
+      dir + "/o";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"--backend Academic --bits-budget 1.5",
+       "--bits-budget 1.50 is below the narrowest weight width Academic runs (2 bits)"},
+      {"--backend Academic --bits-budget 2",
+       "is below what the narrowest widths take"},  // the first and last units stay at 8
+      {"--backend TensorRT --bits-budget 6", "TensorRT runs only 8-bit weights"},
+      {"--backend Academic --bits-budget 5 --target-drop 1", "separate searches"},
+      {"--backend Academic --size-budget 3Q", "--size-budget"},
+  };
+  for (const auto& [flags, message] : cases) {
+    const CliResult r = runCli("quantize " + zoo("resnet") + " " + flags + common);
+    EXPECT_EQ(r.exit_code, 2) << flags << ": " << r.out;
+    EXPECT_EQ(lineCount(r.out), 1u) << flags << ": " << r.out;
+    EXPECT_NE(r.out.find(message), std::string::npos) << flags << ": " << r.out;
+    EXPECT_FALSE(std::filesystem::exists(dir + "/o")) << flags << ": files were written";
+  }
 }
 
 TEST(QuantizeCli, AConfigBreakingTheBackendsConstraintsNamesTheTensorAndWritesNothing) {

@@ -156,6 +156,33 @@ json minimalReport() {
   })json");
 }
 
+// A quantize report with a mixed-precision choice: three uniform widths and the choice, two
+// units (one pinned), a noise figure absent at one width.
+json mixedPrecisionReport() {
+  return json::parse(R"json({
+    "command": "quantize", "model": "resnet.onnx", "backend": "Academic", "quantizers": [],
+    "mixed_precision": {
+      "metric": "top1", "float": 94.05, "ranking": "isolated", "widths": [4, 5, 8],
+      "budget_bits": 1000, "budget_average_bits": 5.0, "weight_elements": 200,
+      "total_bits": 990, "average_bits": 4.95, "weight_bytes": 124,
+      "predicted_sqnr_db": 27.125, "chosen_metric": 93.28, "uniform_interpolated": 93.2575,
+      "chosen_trial": 4, "seconds": 60.9,
+      "units": [
+        {"unit": "layer1/conv<1>", "elements": 150, "bits": 4, "fixed": false,
+         "noise": {"4": 0.00123, "5": 0.000305, "8": 4.5e-6}},
+        {"unit": "fc", "elements": 50, "bits": 8, "fixed": true, "noise": {"8": 1.25e-5}}],
+      "trials": [
+        {"trial": 1, "change": "uniform W4", "metric": 92.99, "avg_weight_bits": 5.0,
+         "met": true, "seconds": 7.5},
+        {"trial": 2, "change": "uniform W5", "metric": 93.27, "avg_weight_bits": 5.75,
+         "met": false, "seconds": 7.25},
+        {"trial": 3, "change": "uniform W8", "metric": null, "avg_weight_bits": 8.0,
+         "met": false, "seconds": 7.0},
+        {"trial": 4, "change": "mixed precision, 4.95 bits per weight", "metric": 93.28,
+         "avg_weight_bits": 4.95, "met": true, "seconds": 8.0}]}
+  })json");
+}
+
 // --- Reading numbers back -----------------------------------------------------------------------
 
 // The SQNR a JSON figure means: null or >= 1e300 is identical outputs.
@@ -403,6 +430,72 @@ TEST(AnalysisHtmlBrowser, AutotuneChartAndTrialsTable) {
   EXPECT_EQ(dom->find("tr", "trial-row").size(), trials.size());
 }
 
+TEST(AnalysisHtmlBrowser, MixedPrecisionChartTrialsAndUnits) {
+  const json report = mixedPrecisionReport();
+  const json& mp = report["mixed_precision"];
+  const Dom* dom = renderedDom("mixed", report);
+  ASSERT_NE(dom, nullptr);
+  EXPECT_EQ(dataValue(*dom->byId("mp-budget")), 5.0);
+  EXPECT_EQ(dom->byId("mp-average")->text, "4.95");
+  EXPECT_EQ(dataValue(*dom->byId("mp-chosen-metric")), 93.28);
+  EXPECT_EQ(dataValue(*dom->byId("mp-interpolated")), 93.2575);
+  expectText2(dom->byId("mp-interpolated")->text, 93.2575, "interpolated");
+  EXPECT_EQ(dom->byId("mp-predicted")->text, "27.13");
+  const Element* chart = dom->one("svg", "", "id", "mp-chart");
+  ASSERT_NE(chart, nullptr);
+  EXPECT_EQ(dataValue(dom->the("line", "budget-line", "", "", chart)), 5.0);
+  size_t points = 0;
+  for (const json& t : mp["trials"]) {
+    const std::string trial = t["trial"].dump();
+    SCOPED_TRACE("trial " + trial);
+    const auto point = dom->find("circle", "mp-point", "data-trial", trial, chart);
+    if (t["metric"].is_null()) {
+      EXPECT_TRUE(point.empty());
+    } else {
+      ++points;
+      ASSERT_EQ(point.size(), 1u);
+      EXPECT_EQ(dataValue(*point[0]), t["metric"].get<double>());
+      EXPECT_EQ(std::strtod(point[0]->attr("data-bits").c_str(), nullptr),
+                t["avg_weight_bits"].get<double>());
+      EXPECT_EQ(point[0]->hasClass("chosen"), t["trial"] == mp["chosen_trial"]);
+    }
+    const Element* row = dom->one("tr", "mp-trial-row", "data-trial", trial);
+    ASSERT_NE(row, nullptr);
+    EXPECT_EQ(dom->the("td", "col-change", "", "", row).text, t["change"]);
+    EXPECT_EQ(dom->the("td", "col-met", "", "", row).text, t["met"] == true ? "yes" : "no");
+    expectText2(dom->the("td", "col-avg_weight_bits", "", "", row).text, t["avg_weight_bits"],
+                "bits");
+  }
+  EXPECT_EQ(dom->find("circle", "mp-point").size(), points);
+  // The chosen point sits left of the uniform W4 one: fewer bits.
+  EXPECT_LT(std::strtod(dom->the("circle", "mp-point", "data-trial", "4", chart).attr("cx").c_str(),
+                        nullptr),
+            std::strtod(dom->the("circle", "mp-point", "data-trial", "1", chart).attr("cx").c_str(),
+                        nullptr));
+  for (const json& u : mp["units"]) {
+    const std::string name = u["unit"];
+    SCOPED_TRACE(name);
+    const Element* row = dom->one("tr", "mp-unit-row", "data-unit", name);
+    ASSERT_NE(row, nullptr);
+    EXPECT_EQ(dom->the("td", "col-unit", "", "", row).text, name);
+    EXPECT_EQ(dataValue(dom->the("td", "col-bits", "", "", row)), u["bits"].get<double>());
+    EXPECT_EQ(dom->the("td", "col-elements", "", "", row).text, u["elements"].dump());
+    EXPECT_EQ(dom->the("td", "col-fixed", "", "", row).text, u["fixed"] == true ? "yes" : "");
+    for (const int w : {4, 5, 8}) {
+      const Element& cell = dom->the("td", "col-noise-" + std::to_string(w), "", "", row);
+      const json& noise = u["noise"];
+      if (!noise.contains(std::to_string(w))) {
+        EXPECT_EQ(cell.text, "\u2014");
+        continue;
+      }
+      const double v = noise[std::to_string(w)];
+      EXPECT_EQ(dataValue(cell), v);
+      EXPECT_NEAR(std::strtod(cell.text.c_str(), nullptr), v, 0.006 * v) << cell.text;
+      EXPECT_EQ(cell.hasClass("chosen"), w == u["bits"].get<int>());
+    }
+  }
+}
+
 TEST(AnalysisHtmlBrowser, ReportWithoutOptionalPartsDrawsNoChartForThem) {
   const json report = minimalReport();
   const Dom* dom = renderedDom("minimal", report);
@@ -412,7 +505,9 @@ TEST(AnalysisHtmlBrowser, ReportWithoutOptionalPartsDrawsNoChartForThem) {
   EXPECT_EQ(dom->byId("quantized-sqnr")->text, "\u2014");
   EXPECT_EQ(dom->byId("task-float"), nullptr);
   EXPECT_EQ(dom->byId("autotune-chart"), nullptr);
+  EXPECT_EQ(dom->byId("mp-chart"), nullptr);
   EXPECT_TRUE(dom->find("tr", "trial-row").empty());
+  EXPECT_TRUE(dom->find("tr", "mp-unit-row").empty());
   EXPECT_TRUE(dom->find("rect", "sqnr-bar").empty());
   EXPECT_TRUE(dom->find("rect", "gain-bar").empty());
   EXPECT_TRUE(dom->find("svg", "histogram").empty());
@@ -441,6 +536,9 @@ TEST(AnalysisHtmlBrowser, NamesFromTheModelCannotInjectMarkup) {
   }
   report["autotune"]["trials"][0]["change"] = names[2];
   report["autotune"]["metric"] = names[1];
+  report["mixed_precision"] = mixedPrecisionReport()["mixed_precision"];
+  report["mixed_precision"]["units"][0]["unit"] = names[0];
+  report["mixed_precision"]["trials"][1]["change"] = names[3];
   const Dom* dom = renderedDom("hostile", report);
   ASSERT_NE(dom, nullptr);
   const Element* body = dom->one("body", "");
@@ -457,7 +555,8 @@ TEST(AnalysisHtmlBrowser, NamesFromTheModelCannotInjectMarkup) {
       EXPECT_NE(name.rfind("on", 0), 0u) << "<" << e.tag << " " << name << "=" << value << ">";
     if (e.tag == "svg") {
       EXPECT_TRUE(e.hasClass("histogram") || e.attr("id") == "sqnr-chart" ||
-                  e.attr("id") == "gain-chart" || e.attr("id") == "autotune-chart")
+                  e.attr("id") == "gain-chart" || e.attr("id") == "autotune-chart" ||
+                  e.attr("id") == "mp-chart")
           << "stray <svg> " << e.attr("class");
     }
   }
@@ -475,6 +574,10 @@ TEST(AnalysisHtmlBrowser, NamesFromTheModelCannotInjectMarkup) {
   EXPECT_EQ(
       dom->the("td", "col-change", "", "", &dom->the("tr", "trial-row", "data-trial", "1")).text,
       names[2]);
+  EXPECT_NE(dom->one("tr", "mp-unit-row", "data-unit", names[0]), nullptr);
+  EXPECT_EQ(
+      dom->the("td", "col-change", "", "", &dom->the("tr", "mp-trial-row", "data-trial", "2")).text,
+      names[3]);
 }
 
 TEST(ChromiumHelper, MissingBrowserFailsWithTheInstallHint) {
