@@ -417,6 +417,31 @@ std::vector<Case> matrix() {
       "qat " + resnet + " --backend TensorRT --resume DIR/prep_empty --limit 64 --batch 32",
       "no checkpoint.pt there");
 
+  f = "analysis and tuning";
+  const std::string eval = "--eval fashion-mnist:test --eval-limit 16 --eval-batch 16 ";
+  const std::string academic =
+      "quantize " + resnet + " --backend Academic --calib-batches 1 --calib-batch 8 " + eval;
+  add(f, "analyze with nothing to measure",
+      "analyze " + resnet + " --backend TensorRT --no-isolated --no-leave-one-out --no-fisher",
+      "nothing to measure");
+  add(f, "target without evaluation data", q + "--target-drop 1" + out, "pass --eval");
+  add(f, "two targets", q + eval + "--target-drop 1 --target-sqnr 20" + out, "give one target");
+  add(f, "unknown ranking", q + eval + "--target-sqnr 20 --tune-ranking frob" + out,
+      "--tune-ranking must be isolated or fisher");
+  add(f, "top-1 target on unlabelled data",
+      q + "--eval random:normal,count=8 --target-drop 1" + out, "needs labelled evaluation data");
+  add(f, "budget below the narrowest width", academic + "--bits-budget 1.5" + out,
+      "below the narrowest weight width Academic runs (2 bits)");
+  add(f, "budget below the pinned units", academic + "--bits-budget 2" + out,
+      "below what the narrowest widths take");
+  add(f, "budget on a one-width backend", q + eval + "--bits-budget 6" + out,
+      "TensorRT runs only 8-bit weights");
+  add(f, "budget and target", academic + "--bits-budget 5 --target-drop 1" + out,
+      "are separate searches: give one");
+  add(f, "bad size budget", academic + "--size-budget lots" + out,
+      "--size-budget 'lots' is not a size");
+  add(f, "report not writable", q + "--report DIR/none/r.html" + out, "--report");
+
   f = "command line";
   add(f, "unknown command", "frobnicate", "unknown command 'frobnicate'");
   add(f, "no command", "", "no command given");
