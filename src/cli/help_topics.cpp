@@ -349,6 +349,10 @@ std::vector<HelpExample> commandExamples(const std::string& command) {
             "qforge quantize models/zoo/mobilenet.onnx --backend Academic \\\n"
             "    --config w4a4.yaml --eval fashion-mnist:test \\\n"
             "    --target-drop 1.0 --out out/"},
+           {"Mixed precision: 5 bits per weight on average, each unit's width chosen",
+            "qforge quantize models/zoo/resnet.onnx --backend Academic \\\n"
+            "    --eval fashion-mnist:test --bits-budget 5 --report mp.html \\\n"
+            "    --out out/"},
        }},
       {"qat",
        {

@@ -374,11 +374,13 @@ std::pair<CLI::App*, std::function<int()>> addQuantizeCommand(CLI::App& app) {
   sub->add_option("--target-sqnr", flags->target_sqnr,
                   "Autotune until the outputs' SQNR against the float model on --eval reaches "
                   "this many dB (models without labels)");
-  sub->add_option("--tune-metric", o->tune_metric, "Autotune's metric: top1, sqnr or auto")
+  sub->add_option("--tune-metric", o->tune_metric,
+                  "The metric autotune and mixed precision score: top1, sqnr or auto")
       ->capture_default_str();
   sub->add_option("--tune-ranking", o->tune_ranking,
-                  "How autotune ranks units: isolated (measured, a run per quantizer) or fisher "
-                  "(gradients, for models with many quantizers)")
+                  "How autotune ranks units and mixed precision measures their noise: isolated "
+                  "(measured, a run per quantizer) or fisher (gradients, for models with many "
+                  "quantizers)")
       ->capture_default_str();
   sub->add_option("--max-trials", o->max_trials, "Autotune's most trials")->capture_default_str();
   sub->add_option("--time-budget", o->time_budget, "Autotune's most seconds (0: no limit)")
