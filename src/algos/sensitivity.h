@@ -32,6 +32,12 @@ struct QuantizerSensitivity {
   std::optional<NoiseSums> isolated;
   std::optional<NoiseSums> leave_one_out;
   std::optional<double> fisher;  // predicted output noise power (in NoiseSums::noise's units)
+  // With Fisher: <e, J d> summed over the samples, e the outputs' error with every quantizer on,
+  // J the outputs' Jacobian at this quantizer and d its error there (both with every quantizer
+  // on); and what leaving this quantizer out is predicted to take off the outputs' noise,
+  // 2 <e, J d> - fisher (exact for a linear model).
+  std::optional<double> error_alignment;
+  std::optional<double> fisher_gain;
   std::optional<NoiseSums> local;
   std::optional<NoiseSums> accumulated;
   std::optional<RangeSummary> range;

@@ -64,6 +64,7 @@ std::optional<double> rankingScore(const std::string& basis, const algos::NoiseS
   }
   if (basis == "isolated" && s.isolated) return s.isolated->noise;
   if (basis == "fisher" && s.fisher) return *s.fisher;
+  if (basis == "fisher_gain" && s.fisher_gain) return *s.fisher_gain;
   return std::nullopt;
 }
 
@@ -215,6 +216,7 @@ AnalyzeResult runAnalysis(const AnalyzeOptions& o, const ProgressCallback& progr
         {"isolated", q.isolated ? noiseJson(*q.isolated) : nlohmann::json(nullptr)},
         {"leave_one_out", nullptr},
         {"fisher", q.fisher ? nlohmann::json(*q.fisher) : nlohmann::json(nullptr)},
+        {"fisher_gain", q.fisher_gain ? nlohmann::json(*q.fisher_gain) : nlohmann::json(nullptr)},
         {"local_sqnr_db", q.local ? finite(q.local->sqnrDb()) : nlohmann::json(nullptr)},
         {"accumulated_sqnr_db",
          q.accumulated ? finite(q.accumulated->sqnrDb()) : nlohmann::json(nullptr)},
@@ -254,6 +256,10 @@ AnalyzeResult runAnalysis(const AnalyzeOptions& o, const ProgressCallback& progr
         {"fisher_vs_leave_one_out",
          o.fisher && o.leave_one_out
              ? agreement(s.quantizers, s.quantized, "fisher", "leave_one_out")
+             : nlohmann::json(nullptr)},
+        {"fisher_gain_vs_leave_one_out",
+         o.fisher && o.leave_one_out
+             ? agreement(s.quantizers, s.quantized, "fisher_gain", "leave_one_out")
              : nlohmann::json(nullptr)},
         {"fisher_vs_isolated", o.fisher && o.isolated
                                    ? agreement(s.quantizers, s.quantized, "fisher", "isolated")

@@ -154,6 +154,36 @@ TEST(Sensitivity, FisherPredictsTheIsolatedNoiseOfALinearModel) {
   EXPECT_EQ(*f.of(again, "weight").fisher, *f.of(r, "weight").fisher);
 }
 
+TEST(Sensitivity, ErrorAlignmentIsTheOutputsErrorAgainstWhatEachQuantizerAddsToIt) {
+  // y = xq Wq^T + b with both on. Leaving W's quantizer out changes y by exactly xq dW^T, and
+  // leaving x's out by dx Wq^T: the alignment is <e, that> with e = y_all - y_float.
+  Fixture f;
+  SensitivityOptions o;
+  o.isolated = false;
+  o.leave_one_out = true;
+  o.fisher = true;
+  const SensitivityResult r = analyzeSensitivity(*f.model, f.batches, o);
+  const at::Tensor w = testing::classifierWeight(), wq = quantizedWeight(w);
+  const at::Tensor xq = quantizedInput(f.x);
+  const at::Tensor e = gemm(xq, wq) - gemm(f.x, w);
+  const at::Tensor by_weight = (xq.to(at::kDouble).mm((wq - w).t().to(at::kDouble)));
+  const at::Tensor by_input = ((xq - f.x).to(at::kDouble).mm(wq.t().to(at::kDouble)));
+  const double weight_alignment = (e * by_weight).sum().item<double>();
+  const double input_alignment = (e * by_input).sum().item<double>();
+  const QuantizerSensitivity& wq_s = f.of(r, "weight");
+  const QuantizerSensitivity& xq_s = f.of(r, "activation");
+  EXPECT_NEAR(*wq_s.error_alignment, weight_alignment, 1e-3 * std::abs(weight_alignment));
+  EXPECT_NEAR(*xq_s.error_alignment, input_alignment, 1e-3 * std::abs(input_alignment));
+  // So 2 <e, J d> - |J d|^2 with the exact |J d|^2 is the leave-one-out reduction, exactly.
+  const double all_on = r.quantized.noise;
+  EXPECT_NEAR(2 * weight_alignment - energy(by_weight), all_on - wq_s.leave_one_out->noise,
+              1e-3 * all_on);
+  EXPECT_NEAR(*wq_s.fisher_gain, 2 * *wq_s.error_alignment - *wq_s.fisher, 1e-9 * all_on);
+  // Without Fisher, neither figure.
+  o.fisher = false;
+  EXPECT_FALSE(f.of(analyzeSensitivity(*f.model, f.batches, o), "weight").fisher_gain.has_value());
+}
+
 TEST(Sensitivity, CountsTopOneFloatAndQuantizedWhenEveryBatchHasLabels) {
   Fixture f;
   const SensitivityResult r = analyzeSensitivity(*f.model, f.batches, {});

@@ -91,9 +91,11 @@ TEST(AnalyzePipeline, ReportsEveryQuantizerRankedByWhatTurningItOffWins) {
   EXPECT_FALSE(entry(report, "w1")["range"]["channel_spread"].is_null());
   EXPECT_EQ(entry(report, "w1")["granularity"], "per-channel");
   EXPECT_TRUE(report["rankings_agreement"]["isolated_vs_leave_one_out"].is_number());
+  EXPECT_TRUE(report["rankings_agreement"]["fisher_gain_vs_leave_one_out"].is_number());
+  EXPECT_TRUE(entry(report, "w1")["fisher_gain"].is_number());
   // The model fixes a batch of 2: 6 runs of 2 samples, each float, all on, 4 isolated, 4
-  // leave-one-out and 8 Fisher probes.
-  EXPECT_EQ(report["runs"], 6 * (2 + 4 + 4 + 8));
+  // leave-one-out, 8 Fisher probes and the error alignment.
+  EXPECT_EQ(report["runs"], 6 * (2 + 4 + 4 + 8 + 1));
 }
 
 TEST(AnalyzePipeline, ApplyingTheSuggestedConfigWinsWhatTheTopCulpritsGainSaid) {
