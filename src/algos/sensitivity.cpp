@@ -177,6 +177,8 @@ SensitivityResult analyzeSensitivity(passes::PreparedModel& model,
                                      const SensitivityProgress& progress) {
   require(!batches.empty(), "sensitivity analysis needs at least one batch of data");
   require(options.fisher_probes >= 1, "Fisher sensitivity needs at least one probe");
+  require(options.references == nullptr || options.references->size() == batches.size(),
+          "sensitivity analysis: one set of reference outputs per batch is needed");
   requireCalibrated(model, "sensitivity analysis");
   const std::vector<quant::FakeQuantizer*> quantizers = model.quantizers();
   std::unordered_map<std::string, size_t> index;
@@ -219,7 +221,8 @@ SensitivityResult analyzeSensitivity(passes::PreparedModel& model,
     measured[it->second] = true;
   }
   const int64_t measured_count = std::count(measured.begin(), measured.end(), true);
-  const int64_t per_batch = 2 + (options.isolated ? measured_count : 0) +
+  const int64_t per_batch = (options.references != nullptr ? 1 : 2) +
+                            (options.isolated ? measured_count : 0) +
                             (options.leave_one_out ? measured_count : 0) +
                             (options.fisher ? options.fisher_probes + 1 : 0);
   const int64_t planned = per_batch * static_cast<int64_t>(batches.size());
@@ -241,7 +244,9 @@ SensitivityResult analyzeSensitivity(passes::PreparedModel& model,
     // The float run: the reference outputs, the values every quantizer sees, their ranges.
     std::unordered_map<std::string, at::Tensor> float_values;
     TensorMap reference;
-    {
+    if (options.references != nullptr) {
+      reference = options.references->at(batch_index);
+    } else {
       modes.setAll(false);
       HookScope hooks(executor);
       for (const Site& s : sites) {
@@ -256,6 +261,7 @@ SensitivityResult analyzeSensitivity(passes::PreparedModel& model,
       }
       reference = outputsOf(feeds);
       ran("float");
+      if (options.keep_references) result.references.push_back(reference);
     }
     for (const std::string& name : result.outputs) {
       require(reference.at(name).is_floating_point(),

@@ -54,6 +54,11 @@ struct SensitivityOptions {
   // The quantizers measured isolated and left out (every one when empty); a name the model does
   // not have is an error.
   std::vector<std::string> measured;
+  // The float model's outputs per batch from an earlier analysis of the same data (its
+  // `references`, kept with `keep_references`): the float runs are skipped, and with them the
+  // activations' ranges and accumulated noise. For scoring many configs of one model.
+  const std::vector<TensorMap>* references = nullptr;
+  bool keep_references = false;
 };
 
 // One run's feeds by input name, and the samples' labels when the data has them (top-1).
@@ -67,7 +72,8 @@ struct SensitivityResult {
   NoiseSums quantized;                           // every quantizer on
   std::vector<QuantizerSensitivity> quantizers;  // in model.quantizers() order
   int64_t samples = 0;
-  int64_t runs = 0;  // model runs made
+  int64_t runs = 0;                   // model runs made
+  std::vector<TensorMap> references;  // with keep_references: the float outputs per batch
   // Top-1 of the first scored output, float and with every quantizer on, when it holds class
   // scores and every batch has labels.
   std::optional<int64_t> float_top1, quantized_top1;

@@ -72,9 +72,13 @@ TuningTrial TrialRunner::run(const std::string& change, const passes::QuantConfi
   p.config.clear();
   p.quant_config = config;
   PtqResult result = quantizeModel(p);
+  // The float outputs are the same for every config: measured once, with the first trial.
   algos::SensitivityOptions so;
   so.isolated = so.leave_one_out = so.fisher = false;
-  const algos::SensitivityResult s = algos::analyzeSensitivity(*result.model, batches_, so);
+  so.references = references_.empty() ? nullptr : &references_;
+  so.keep_references = references_.empty();
+  algos::SensitivityResult s = algos::analyzeSensitivity(*result.model, batches_, so);
+  if (references_.empty()) references_ = std::move(s.references);
 
   if (metric_.empty()) {
     const bool top1 = s.float_top1.has_value();

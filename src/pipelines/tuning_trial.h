@@ -72,6 +72,7 @@ class TrialRunner {
   passes::QuantConfig start_config_;
   backends::BackendConfig backend_;
   std::vector<algos::AnalysisBatch> batches_;
+  std::vector<TensorMap> references_;  // the float outputs per batch, from the first trial
   std::string described_;
   bool labelled_ = true;
   std::string metric_;

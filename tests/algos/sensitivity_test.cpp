@@ -184,6 +184,35 @@ TEST(Sensitivity, ErrorAlignmentIsTheOutputsErrorAgainstWhatEachQuantizerAddsToI
   EXPECT_FALSE(f.of(analyzeSensitivity(*f.model, f.batches, o), "weight").fisher_gain.has_value());
 }
 
+TEST(Sensitivity, ReferenceOutputsKeptOnceSkipTheFloatRunsAfter) {
+  Fixture f;
+  SensitivityOptions o;
+  o.isolated = o.leave_one_out = false;
+  o.keep_references = true;
+  const SensitivityResult first = analyzeSensitivity(*f.model, f.batches, o);
+  ASSERT_EQ(first.references.size(), 2u);
+  const at::Tensor w = testing::classifierWeight();
+  EXPECT_TRUE(at::allclose(first.references[0].at("y").to(at::kDouble),
+                           gemm(f.x.narrow(0, 0, 24), w), 1e-5, 1e-5));
+  o.keep_references = false;
+  o.references = &first.references;
+  const SensitivityResult again = analyzeSensitivity(*f.model, f.batches, o);
+  EXPECT_EQ(again.runs, 2);  // the all-on run of each batch only
+  EXPECT_DOUBLE_EQ(again.quantized.noise, first.quantized.noise);
+  EXPECT_EQ(again.float_top1, first.float_top1);
+  EXPECT_EQ(again.quantized_top1, first.quantized_top1);
+  EXPECT_TRUE(again.references.empty());
+  // Without the float run, activations get no range; weights still do.
+  EXPECT_FALSE(f.of(again, "activation").range.has_value());
+  EXPECT_TRUE(f.of(again, "weight").range.has_value());
+  const std::vector<TensorMap> one = {first.references[0]};
+  o.references = &one;
+  EXPECT_NE(errorOf([&] {
+              analyzeSensitivity(*f.model, f.batches, o);
+            }).find("one set of reference outputs per batch"),
+            std::string::npos);
+}
+
 TEST(Sensitivity, CountsTopOneFloatAndQuantizedWhenEveryBatchHasLabels) {
   Fixture f;
   const SensitivityResult r = analyzeSensitivity(*f.model, f.batches, {});
