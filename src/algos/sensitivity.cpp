@@ -302,6 +302,7 @@ SensitivityResult analyzeSensitivity(passes::PreparedModel& model,
       }
       const TensorMap quantized_outputs = outputsOf(feeds);
       compare(quantized_outputs, reference, result.quantized);
+      if (options.keep_outputs) result.quantized_outputs.push_back(quantized_outputs);
       const at::Tensor& scores = reference.at(result.outputs.front());
       count_top1 = count_top1 && batch.labels.defined() && scores.dim() == 2 &&
                    scores.size(1) >= 2 && batch.labels.numel() == scores.size(0);

@@ -59,6 +59,7 @@ struct SensitivityOptions {
   // activations' ranges and accumulated noise. For scoring many configs of one model.
   const std::vector<TensorMap>* references = nullptr;
   bool keep_references = false;
+  bool keep_outputs = false;  // the scored outputs with every quantizer on, per batch
 };
 
 // One run's feeds by input name, and the samples' labels when the data has them (top-1).
@@ -72,8 +73,9 @@ struct SensitivityResult {
   NoiseSums quantized;                           // every quantizer on
   std::vector<QuantizerSensitivity> quantizers;  // in model.quantizers() order
   int64_t samples = 0;
-  int64_t runs = 0;                   // model runs made
-  std::vector<TensorMap> references;  // with keep_references: the float outputs per batch
+  int64_t runs = 0;                          // model runs made
+  std::vector<TensorMap> references;         // with keep_references: the float outputs per batch
+  std::vector<TensorMap> quantized_outputs;  // with keep_outputs
   // Top-1 of the first scored output, float and with every quantizer on, when it holds class
   // scores and every batch has labels.
   std::optional<int64_t> float_top1, quantized_top1;

@@ -139,13 +139,19 @@ std::string stagesText(const pipelines::PtqReport& report) {
 // The autotune trials, one line each, the chosen one marked.
 std::string autotuneText(const nlohmann::json& a) {
   std::ostringstream out;
-  const bool top1 = a["metric"] == "top1";
+  const bool drop = a["metric"] != "sqnr_db";
+  const bool script = a["metric"] == "script";
   char buf[240];
   std::snprintf(buf, sizeof(buf),
                 "autotune   %s, target %s %.2f%s: %s (trial %lld of %zu, %.1f s)%s%s\n",
-                top1 ? "top-1" : "output SQNR",
-                top1 ? "drop <=" : ">=", (top1 ? a["target_drop"] : a["target"]).get<double>(),
-                top1 ? " points" : " dB", a["met"].get<bool>() ? "met" : "not met, best kept",
+                script ? "metric script"
+                : drop ? "top-1"
+                       : "output SQNR",
+                drop ? "drop <=" : ">=", (drop ? a["target_drop"] : a["target"]).get<double>(),
+                script ? ""
+                : drop ? " points"
+                       : " dB",
+                a["met"].get<bool>() ? "met" : "not met, best kept",
                 static_cast<long long>(a["best_trial"].get<int64_t>()), a["trials"].size(),
                 a["seconds"].get<double>(), a["note"].get<std::string>().empty() ? "" : "; ",
                 a["note"].get<std::string>().c_str());
@@ -170,7 +176,10 @@ std::string autotuneText(const nlohmann::json& a) {
 // the units got.
 std::string mixedPrecisionText(const nlohmann::json& m) {
   std::ostringstream out;
-  const bool top1 = m["metric"] == "top1";
+  const std::string metric_name = m["metric"] == "top1"     ? "top-1"
+                                  : m["metric"] == "script" ? "metric"
+                                                            : "SQNR";
+  const std::string unit = m["metric"] == "top1" ? "%" : m["metric"] == "script" ? "" : " dB";
   char buf[240];
   std::snprintf(buf, sizeof(buf),
                 "mixed      budget %.2f bits per weight (%lld bytes), chose %.2f (%lld bytes); "
@@ -187,14 +196,14 @@ std::string mixedPrecisionText(const nlohmann::json& m) {
         t["metric"].is_null() ? "inf" : std::to_string(t["metric"].get<double>()).substr(0, 6);
     std::snprintf(buf, sizeof(buf), "  %s%2lld  %s %-8s %s  avg w-bits %.2f  %s\n",
                   chosen ? "*" : " ", static_cast<long long>(t["trial"].get<int64_t>()),
-                  top1 ? "top-1" : "SQNR", metric.c_str(),
+                  metric_name.c_str(), metric.c_str(),
                   t["met"].get<bool>() ? "in budget " : "over budget",
                   t["avg_weight_bits"].get<double>(), t["change"].get<std::string>().c_str());
     out << buf;
   }
   if (!m["uniform_interpolated"].is_null()) {
     std::snprintf(buf, sizeof(buf), "  uniform widths at the same bits (interpolated): %.2f%s\n",
-                  m["uniform_interpolated"].get<double>(), top1 ? "%" : " dB");
+                  m["uniform_interpolated"].get<double>(), unit.c_str());
     out << buf;
   }
   std::map<int, std::vector<std::string>> by_width;
@@ -377,6 +386,11 @@ std::pair<CLI::App*, std::function<int()>> addQuantizeCommand(CLI::App& app) {
   sub->add_option("--tune-metric", o->tune_metric,
                   "The metric autotune and mixed precision score: top1, sqnr or auto")
       ->capture_default_str();
+  sub->add_option("--metric-script", o->metric_script,
+                  "An executable scoring the outputs for autotune and mixed precision: run as "
+                  "FILE DIR, it reads DIR/outputs.json and the .npy files it names and prints "
+                  "the metric, higher is better (--target-drop is in its units)")
+      ->type_name(value_type::kFile);
   sub->add_option("--tune-ranking", o->tune_ranking,
                   "How autotune ranks units and mixed precision measures their noise: isolated "
                   "(measured, a run per quantizer) or fisher (gradients, for models with many "

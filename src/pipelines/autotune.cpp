@@ -51,7 +51,8 @@ class Tuner {
  public:
   Tuner(const AutotuneOptions& o, const ProgressCallback& progress)
       : o_(o), runner_(checked(o), o.metric, "autotune", kTag, progress) {
-    require(runner_.labelled() || (o.metric != "top1" && !o.target_drop),
+    require(runner_.labelled() || !o.ptq.metric_script.empty() ||
+                (o.metric != "top1" && !o.target_drop),
             "top-1 (--target-drop, --tune-metric top1) needs labelled evaluation data; " +
                 runner_.describedData() + " has none: use --target-sqnr");
   }
@@ -224,6 +225,9 @@ class Tuner {
       r_.float_metric = runner_.floatMetric();
       require(r_.metric != "top1" || o_.target_drop.has_value(),
               "the metric is top-1: give the largest drop in points with --target-drop");
+      require(r_.metric != "script" || o_.target_drop.has_value(),
+              "the metric is --metric-script's: give the largest drop in its units with "
+              "--target-drop");
       require(r_.metric != "sqnr" || o_.target_sqnr.has_value(),
               "the metric is the outputs' SQNR (the evaluation data has no labels): give the "
               "smallest SQNR in dB with --target-sqnr");
@@ -284,8 +288,8 @@ nlohmann::json autotuneJson(const AutotuneResult& r) {
     trials.push_back(tuningTrialJson(t));
   // "target" is the metric's level to reach (top-1: float minus the drop allowed), so a chart
   // draws it on the metric's axis.
-  const bool top1 = r.metric == "top1" && r.float_metric;
-  return {{"metric", r.metric == "top1" ? "top1" : "sqnr_db"},
+  const bool top1 = r.metric != "sqnr" && r.float_metric;  // a drop from the float figure
+  return {{"metric", r.metric == "sqnr" ? "sqnr_db" : r.metric},
           {"target", top1 ? *r.float_metric - r.target : r.target},
           {"target_drop", top1 ? nlohmann::json(r.target) : nlohmann::json(nullptr)},
           {"float", r.float_metric ? nlohmann::json(*r.float_metric) : nullptr},

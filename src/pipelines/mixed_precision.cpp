@@ -254,7 +254,7 @@ nlohmann::json mixedPrecisionJson(const MixedPrecisionResult& r) {
   const double predicted_sqnr = r.predicted_noise > 0 && r.signal > 0
                                     ? 10 * std::log10(r.signal / r.predicted_noise)
                                     : std::numeric_limits<double>::infinity();
-  return {{"metric", r.metric == "top1" ? "top1" : "sqnr_db"},
+  return {{"metric", r.metric == "sqnr" ? "sqnr_db" : r.metric},
           {"float", orNull(r.float_metric)},
           {"ranking", r.ranking},
           {"widths", r.widths},

@@ -62,9 +62,12 @@ struct PtqOptions {
   bool bias_correction = false;    // empirical, on the calibration batches, after reconstruction
   // Accuracy-driven tuning (pipelines/autotune.h), on the `eval` data: with a target, trials
   // choose the config (written as tuned_config.json), and the flow runs with the chosen one.
-  std::optional<double> target_drop;      // top-1 points
-  std::optional<double> target_sqnr;      // output SQNR in dB against the float model
-  std::string tune_metric = "auto";       // top1, sqnr, auto
+  std::optional<double> target_drop;  // top-1 points
+  std::optional<double> target_sqnr;  // output SQNR in dB against the float model
+  std::string tune_metric = "auto";   // top1, sqnr, auto (script with metric_script)
+  // An executable scoring the outputs (pipelines/metric_script.h): the metric of autotune and
+  // mixed precision, with --target-drop in its units.
+  std::string metric_script;
   std::string tune_ranking = "isolated";  // isolated, fisher (AutotuneOptions::ranking)
   int64_t max_trials = 20;
   double time_budget = 0;  // seconds; 0: none

@@ -7,6 +7,7 @@
 #include "exec/op_traits.h"
 #include "ir/onnx_import.h"
 #include "pipelines/analyze_pipeline.h"
+#include "pipelines/metric_script.h"
 
 namespace qforge::pipelines {
 
@@ -44,6 +45,11 @@ TrialRunner::TrialRunner(const PtqOptions& ptq, const std::string& metric, std::
   require(!ptq.eval.empty(), "tuning measures on evaluation data: pass --eval");
   require(metric == "top1" || metric == "sqnr" || metric == "auto",
           "--tune-metric must be top1, sqnr or auto, not '" + metric + "'");
+  if (!ptq.metric_script.empty()) {
+    require(metric == "auto", "--metric-script is the metric: leave out --tune-metric " + metric);
+    checkMetricScript(ptq.metric_script);
+    requested_metric_ = "script";
+  }
   if (ptq.quant_config) {
     start_config_ = *ptq.quant_config;
   } else if (!ptq.config.empty()) {
@@ -77,9 +83,21 @@ TuningTrial TrialRunner::run(const std::string& change, const passes::QuantConfi
   so.isolated = so.leave_one_out = so.fisher = false;
   so.references = references_.empty() ? nullptr : &references_;
   so.keep_references = references_.empty();
+  so.keep_outputs = requested_metric_ == "script";
   algos::SensitivityResult s = algos::analyzeSensitivity(*result.model, batches_, so);
   if (references_.empty()) references_ = std::move(s.references);
 
+  if (requested_metric_ == "script") {
+    std::vector<at::Tensor> labels;
+    for (const algos::AnalysisBatch& b : batches_)
+      labels.push_back(b.labels);
+    if (metric_.empty()) {
+      metric_ = "script";
+      float_metric_ = runMetricScript(ptq_.metric_script, references_, s.outputs, labels, "float");
+    }
+    script_value_ =
+        runMetricScript(ptq_.metric_script, s.quantized_outputs, s.outputs, labels, "quantized");
+  }
   if (metric_.empty()) {
     const bool top1 = s.float_top1.has_value();
     metric_ = requested_metric_ == "auto" ? (top1 ? "top1" : "sqnr") : requested_metric_;
@@ -92,8 +110,8 @@ TuningTrial TrialRunner::run(const std::string& change, const passes::QuantConfi
   TuningTrial t;
   t.trial = ++trials_run_;
   t.change = change;
-  if (metric_ == "top1") {
-    t.metric = *s.top1Percent(true);
+  if (metric_ == "top1" || metric_ == "script") {
+    t.metric = metric_ == "top1" ? *s.top1Percent(true) : script_value_;
     t.drop = *float_metric_ - t.metric;
   } else {
     t.metric = s.quantized.sqnrDb();

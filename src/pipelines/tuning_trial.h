@@ -22,8 +22,8 @@ namespace qforge::pipelines {
 struct TuningTrial {
   int64_t trial = 0;  // 1-based
   std::string change;
-  double metric = 0;           // top-1 % or SQNR dB
-  std::optional<double> drop;  // top1: float - quantized
+  double metric = 0;           // top-1 %, SQNR dB or the metric script's figure
+  std::optional<double> drop;  // top1, script: float - quantized
   bool met = false;            // set by the search
   int64_t float_units = 0;
   int64_t wide_units = 0;       // units a search override gave another width
@@ -41,7 +41,8 @@ class TrialRunner {
  public:
   // Reads the evaluation data (`ptq.eval`, `eval_limit`, `eval_batch`), the backend and the
   // starting config (`quant_config`, else `config`). `metric` is top1, sqnr or auto (top1 when
-  // the data has labels and the model's first output holds class scores). `stage` names the
+  // the data has labels and the model's first output holds class scores; the script's figure
+  // when `ptq.metric_script` names one: pipelines/metric_script.h). `stage` names the
   // progress events; `override_tag` starts the `where` of every override a search adds, so
   // trials count them as widened units. Throws qforge::Error without evaluation data; the first
   // trial throws for a top1 metric the data or model cannot give.
@@ -59,7 +60,8 @@ class TrialRunner {
   const backends::BackendConfig& backend() const { return backend_; }
   const passes::QuantConfig& startConfig() const { return start_config_; }
   int startWeightBits() const;
-  const std::string& metric() const { return metric_; }  // empty before the first trial
+  // top1, sqnr or script; empty before the first trial.
+  const std::string& metric() const { return metric_; }
   std::optional<double> floatMetric() const { return float_metric_; }
   double secondsSinceStart() const { return secondsSince(start_); }
   int64_t trialsRun() const { return trials_run_; }
@@ -77,6 +79,7 @@ class TrialRunner {
   bool labelled_ = true;
   std::string metric_;
   std::optional<double> float_metric_;
+  double script_value_ = 0;  // the metric script's figure for the trial being run
   int64_t trials_run_ = 0;
 };
 

@@ -19,9 +19,8 @@
 
 #include "core/error.h"
 #include "core/files.h"
+#include "core/process.h"
 #include "data/npy.h"
-
-extern char** environ;
 
 namespace qforge::verify {
 
@@ -41,28 +40,6 @@ std::string getEnv(const char* name) {
   return value ? value : "";
 }
 
-bool isExecutableFile(const fs::path& path) {
-  std::error_code ec;
-  return fs::is_regular_file(path, ec) && ::access(path.c_str(), X_OK) == 0;
-}
-
-// `name` itself when it contains a '/', else the first executable of that name on PATH; empty
-// when there is none.
-std::string findExecutable(const std::string& name) {
-  if (name.find('/') != std::string::npos) return isExecutableFile(name) ? name : "";
-  const std::string path = getEnv("PATH");
-  size_t begin = 0;
-  while (begin <= path.size()) {
-    size_t end = path.find(':', begin);
-    if (end == std::string::npos) end = path.size();
-    const std::string dir = end > begin ? path.substr(begin, end - begin) : ".";
-    const fs::path candidate = fs::path(dir) / name;
-    if (isExecutableFile(candidate)) return candidate.string();
-    begin = end + 1;
-  }
-  return "";
-}
-
 void writeNpy(const std::string& path, const at::Tensor& tensor) {
   const at::Tensor t = tensor.cpu().contiguous();
   const std::string header = data::npyHeader(t.scalar_type(), t.sizes().vec());
@@ -73,87 +50,9 @@ void writeNpy(const std::string& path, const at::Tensor& tensor) {
   if (!out) throw Error("cannot write '" + path + "': " + std::strerror(errno));
 }
 
-struct ProcessResult {
-  int status = 0;  // as waitpid reports it
-  bool timed_out = false;
-  std::string err;  // everything the child wrote to stderr
-};
-
-// Spawns argv (argv[0] a path; no shell), stdin from /dev/null, stdout discarded, stderr
-// captured. Kills the child with SIGKILL once `timeout_seconds` (> 0) have passed.
-ProcessResult runProcess(const std::vector<std::string>& argv, double timeout_seconds) {
-  int err_pipe[2];
-  if (::pipe2(err_pipe, O_CLOEXEC) != 0) {
-    throw Error("cannot create a pipe for node: " + std::string(std::strerror(errno)));
-  }
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
-  posix_spawn_file_actions_adddup2(&actions, err_pipe[1], 2);
-  std::vector<char*> args;
-  for (const auto& a : argv)
-    args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  pid_t pid = 0;
-  const int spawn_error =
-      ::posix_spawn(&pid, argv[0].c_str(), &actions, nullptr, args.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  ::close(err_pipe[1]);
-  if (spawn_error != 0) {
-    ::close(err_pipe[0]);
-    throw Error("cannot start '" + argv[0] + "': " + std::strerror(spawn_error));
-  }
-
-  ProcessResult result;
-  using Clock = std::chrono::steady_clock;
-  const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                           std::chrono::duration<double>(timeout_seconds));
-  // Milliseconds left before the deadline (-1: no deadline); sets timed_out when none are.
-  auto millisecondsLeft = [&]() -> int {
-    if (timeout_seconds <= 0) return -1;
-    const double left = std::chrono::duration<double, std::milli>(deadline - Clock::now()).count();
-    result.timed_out = left <= 0;
-    return result.timed_out ? 0 : static_cast<int>(std::ceil(left));
-  };
-
-  // Read stderr until the child closes it (it is exiting) or the deadline passes.
-  pollfd err_fd{err_pipe[0], POLLIN, 0};
-  char buffer[65536];
-  while (true) {
-    const int wait_ms = millisecondsLeft();
-    if (result.timed_out) break;
-    const int ready = ::poll(&err_fd, 1, wait_ms);
-    if (ready <= 0) continue;  // interrupted, or the deadline: checked at the top
-    const ssize_t got = ::read(err_pipe[0], buffer, sizeof(buffer));
-    if (got < 0 && errno == EINTR) continue;
-    if (got <= 0) break;
-    result.err.append(buffer, static_cast<size_t>(got));
-  }
-  ::close(err_pipe[0]);
-
-  // Reap it, still within the deadline (a child may close stderr and linger).
-  while (!result.timed_out) {
-    const pid_t done = ::waitpid(pid, &result.status, timeout_seconds > 0 ? WNOHANG : 0);
-    if (done == pid) return result;
-    if (done < 0 && errno != EINTR) {
-      throw Error("cannot wait for node: " + std::string(std::strerror(errno)));
-    }
-    if (done == 0 && millisecondsLeft() > 0) ::usleep(10000);
-  }
-  ::kill(pid, SIGKILL);
-  while (::waitpid(pid, &result.status, 0) < 0 && errno == EINTR) {
-  }
-  return result;
-}
-
 // The last non-empty line of the child's stderr, without the script's "error: " prefix.
-std::string lastLine(const std::string& text) {
-  size_t end = text.find_last_not_of(" \n\r\t");
-  if (end == std::string::npos) return "";
-  const size_t begin = text.rfind('\n', end);
-  const size_t first = begin == std::string::npos ? 0 : begin + 1;
-  std::string line = text.substr(first, end + 1 - first);
+std::string scriptMessage(const std::string& err) {
+  std::string line = lastLine(err);
   const std::string prefix = "error: ";
   if (line.compare(0, prefix.size(), prefix) == 0) line.erase(0, prefix.size());
   return line;
@@ -162,7 +61,7 @@ std::string lastLine(const std::string& text) {
 // One line saying why node failed running `model_path`.
 std::string failureMessage(const ProcessResult& result, const std::string& model_path,
                            double timeout_seconds) {
-  const std::string said = lastLine(result.err);
+  const std::string said = scriptMessage(result.err);
   const std::string where = " running ONNX Runtime on '" + model_path + "'";
   if (result.timed_out) {
     return "node did not finish within " + std::to_string(timeout_seconds) + " s" + where +

@@ -260,6 +260,13 @@ void makeFixtures(const fs::path& dir) {
   std::string long_tensor = saved;
   long_tensor[long_tensor.find(std::string("K\x05tQ", 4)) + 1] = 64;
   writeBytes(dir / "ckpt_long_tensor" / "checkpoint.pt", long_tensor);
+
+  // Metric scripts: one that fails, one that prints no number, one not executable.
+  writeBytes(dir / "metric_fails.sh", "#!/bin/sh\necho 'KeyError: labels' >&2\nexit 1\n");
+  writeBytes(dir / "metric_words.sh", "#!/bin/sh\necho accuracy is good\n");
+  writeBytes(dir / "metric_plain.sh", "echo 1\n");
+  fs::permissions(dir / "metric_fails.sh", fs::perms::owner_all);
+  fs::permissions(dir / "metric_words.sh", fs::perms::owner_all);
 }
 
 std::vector<Case> matrix() {
@@ -441,6 +448,14 @@ std::vector<Case> matrix() {
   add(f, "bad size budget", academic + "--size-budget lots" + out,
       "--size-budget 'lots' is not a size");
   add(f, "report not writable", q + "--report DIR/none/r.html" + out, "--report");
+  add(f, "metric script that fails",
+      q + eval + "--target-drop 1 --metric-script DIR/metric_fails.sh" + out,
+      "exited with code 1 on the float model's outputs: KeyError: labels");
+  add(f, "metric script printing no number",
+      q + eval + "--target-drop 1 --metric-script DIR/metric_words.sh" + out,
+      "printed 'accuracy is good' as its last line");
+  add(f, "metric script not executable",
+      q + eval + "--target-drop 1 --metric-script DIR/metric_plain.sh" + out, "is not executable");
 
   f = "command line";
   add(f, "unknown command", "frobnicate", "unknown command 'frobnicate'");
