@@ -18,6 +18,7 @@ struct UnitFix {
   int weight_bits = 0;      // 0: unchanged
   int activation_bits = 0;  // 0: unchanged
   bool skip = false;
+  bool weight_worst = false;  // its weights cost more than its activations
 };
 
 // The widest width the backend runs above `bits`, up to 8 (16 only from 8 up), or 0.
@@ -109,6 +110,20 @@ class Tuner {
       trial(describe(ranked, mid), withFixes(best_config, prefix(ranked, mid)));
       (r_.trials.back().met ? high : low) = mid;
     }
+    // Last, the shortest prefix that meets it with weights widened only where they are the
+    // unit's worst kind: the weights stay narrow wherever the activations were what hurt.
+    if (high > 0 && !budgetSpent()) {
+      std::vector<UnitFix> narrower = prefix(ranked, high);
+      bool any = false;
+      for (UnitFix& f : narrower) {
+        if (f.skip || f.weight_worst || f.weight_bits == 0 || f.activation_bits == 0) continue;
+        f.weight_bits = 0;
+        any = true;
+      }
+      if (any)
+        trial(describe(ranked, high) + ", weights only where worst",
+              withFixes(best_config, narrower));
+    }
     return finish();
   }
 
@@ -191,6 +206,7 @@ class Tuner {
     for (const auto& [unit, scores] : units) {
       UnitFix f;
       f.unit = unit;
+      f.weight_worst = scores.weight >= scores.activation;
       for (const bool weight : {true, false}) {
         const passes::QuantPoint* p = weight ? scores.weight_point : scores.activation_point;
         if (p == nullptr || (weight ? scores.weight : scores.activation) < scores.worst() / 2)
@@ -238,7 +254,8 @@ class Tuner {
   }
 
   AutotuneResult finish() {
-    // The first trial meeting the target with the fewest changed units, else the best metric.
+    // The trial meeting the target with the fewest changed units (then the fewest weight bits),
+    // else the best metric.
     size_t best = 0;
     auto changed = [](const TuningTrial& t) { return t.float_units + t.wide_units; };
     for (size_t i = 1; i < r_.trials.size(); ++i) {
@@ -246,7 +263,10 @@ class Tuner {
       const TuningTrial& b = r_.trials[best];
       const bool better =
           t.met != b.met ? t.met
-          : t.met ? changed(t) < changed(b) || (changed(t) == changed(b) && t.metric > b.metric)
+          : t.met        ? changed(t) < changed(b) ||
+                        (changed(t) == changed(b) &&
+                         (t.avg_weight_bits < b.avg_weight_bits ||
+                          (t.avg_weight_bits == b.avg_weight_bits && t.metric > b.metric)))
                   : t.metric > b.metric;
       if (better) best = i;
     }

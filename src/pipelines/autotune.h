@@ -4,7 +4,8 @@
 // sensitive units (algos/sensitivity.h: isolated or Fisher noise, per unit its worst quantizer)
 // moved to a wider width the backend allows, or kept float where it allows none: a prefix of
 // the ranking that doubles until the target is met, then is bisected down to the shortest that
-// meets it. Every trial is a full prepare + calibrate (+ reconstruction when asked) with its
+// meets it; (3) that prefix with weights widened only in units whose weights cost more than their
+// activations. Every trial is a full prepare + calibrate (+ reconstruction when asked) with its
 // config, so the chosen config replays exactly with `qforge quantize --config`. Deterministic.
 #pragma once
 
@@ -45,8 +46,8 @@ struct AutotuneResult {
   std::optional<double> float_metric;
   double target = 0;
   std::vector<TuningTrial> trials;
-  size_t best = 0;  // index into trials: the first that met the target with the fewest wider
-                    // or float units, else the best metric
+  size_t best = 0;  // index into trials: the one meeting the target with the fewest wider or
+                    // float units, then the fewest weight bits; else the best metric
   bool met = false;
   double seconds = 0;
   std::string note;  // why it stopped without meeting the target

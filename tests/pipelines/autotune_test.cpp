@@ -88,10 +88,12 @@ TEST(Autotune, WidensTheMostSensitiveUnitsUntilTheTargetIsMet) {
   EXPECT_EQ(best.float_units, 0);  // 8 bits is allowed, so nothing falls back to float
   EXPECT_GT(best.avg_weight_bits, 3.0);
   EXPECT_LE(best.avg_weight_bits, 8.0);
-  // No trial that met the target changed fewer units.
+  // No trial that met the target changed fewer units, or as many with fewer weight bits.
   for (const TuningTrial& t : r.trials) {
-    if (t.met) {
-      EXPECT_GE(t.wide_units + t.float_units, best.wide_units + best.float_units);
+    if (!t.met) continue;
+    EXPECT_GE(t.wide_units + t.float_units, best.wide_units + best.float_units);
+    if (t.wide_units + t.float_units == best.wide_units + best.float_units) {
+      EXPECT_GE(t.avg_weight_bits, best.avg_weight_bits) << t.change;
     }
   }
   EXPECT_NEAR(replayedSqnr(o, best.config), best.metric, 1e-9);
