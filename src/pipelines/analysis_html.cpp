@@ -194,6 +194,15 @@ constexpr const char* kScript = R"js(
   }
   const tickText = (v) => String(Number(v.toPrecision(6)));
 
+  // A chart's horizontal grid lines and their labels on the left, into `axis`.
+  function yGrid(axis, ticks, y, left, width) {
+    for (const t of ticks) {
+      axis.appendChild(s('line', {class: 'grid', x1: left, x2: left + width, y1: y(t), y2: y(t)}));
+      axis.appendChild(s('text', {class: 'tick', x: left - 6, y: y(t) + 3, 'text-anchor': 'end'},
+                         tickText(t)));
+    }
+  }
+
   function quantizerView(q, index, allOn) {
     const iso = asObj(q.isolated), loo = asObj(q.leave_one_out), range = asObj(q.range);
     const hist = range ? asObj(range.histogram) : null;
@@ -590,11 +599,7 @@ constexpr const char* kScript = R"js(
     const svg = s('svg', {id: 'autotune-chart', width: W, height: H, viewBox: '0 0 ' + W + ' ' + H,
                           role: 'img'});
     const axis = s('g', {class: 'axis'});
-    for (const t of sc.ticks) {
-      axis.appendChild(s('line', {class: 'grid', x1: L, x2: L + pw, y1: y(t), y2: y(t)}));
-      axis.appendChild(s('text', {class: 'tick', x: L - 6, y: y(t) + 3, 'text-anchor': 'end'},
-                         tickText(t)));
-    }
+    yGrid(axis, sc.ticks, y, L, pw);
     trials.forEach((t, i) => axis.appendChild(
         s('text', {class: 'tick', x: x(i), y: T + ph + 14, 'text-anchor': 'middle'},
           String(t.trial))));
@@ -702,11 +707,7 @@ constexpr const char* kScript = R"js(
     const svg = s('svg', {id: 'mp-chart', width: W, height: H, viewBox: '0 0 ' + W + ' ' + H,
                           role: 'img'});
     const axis = s('g', {class: 'axis'});
-    for (const t of ysc.ticks) {
-      axis.appendChild(s('line', {class: 'grid', x1: L, x2: L + pw, y1: y(t), y2: y(t)}));
-      axis.appendChild(s('text', {class: 'tick', x: L - 6, y: y(t) + 3, 'text-anchor': 'end'},
-                         tickText(t)));
-    }
+    yGrid(axis, ysc.ticks, y, L, pw);
     for (const t of xsc.ticks) {
       axis.appendChild(s('text', {class: 'tick', x: x(t), y: T + ph + 14,
                                   'text-anchor': 'middle'}, tickText(t)));

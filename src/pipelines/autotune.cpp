@@ -19,6 +19,7 @@ struct UnitFix {
   int activation_bits = 0;  // 0: unchanged
   bool skip = false;
   bool weight_worst = false;  // its weights cost more than its activations
+  double weight_noise = 0;    // its worst weight quantizer's
 };
 
 // The widest width the backend runs above `bits`, up to 8 (16 only from 8 up), or 0.
@@ -110,19 +111,40 @@ class Tuner {
       trial(describe(ranked, mid), withFixes(best_config, prefix(ranked, mid)));
       (r_.trials.back().met ? high : low) = mid;
     }
-    // Last, the shortest prefix that meets it with weights widened only where they are the
-    // unit's worst kind: the weights stay narrow wherever the activations were what hurt.
+    // Last, within the shortest prefix that meets it, the weights of units whose activations
+    // hurt more go back to the starting width, the least noisy first: all of them, then (when
+    // that misses) bisected down to the most that still meet the target.
     if (high > 0 && !budgetSpent()) {
-      std::vector<UnitFix> narrower = prefix(ranked, high);
-      bool any = false;
-      for (UnitFix& f : narrower) {
-        if (f.skip || f.weight_worst || f.weight_bits == 0 || f.activation_bits == 0) continue;
-        f.weight_bits = 0;
-        any = true;
+      const std::vector<UnitFix> chosen = prefix(ranked, high);
+      std::vector<size_t> narrowable;
+      for (size_t i = 0; i < chosen.size(); ++i) {
+        const UnitFix& f = chosen[i];
+        if (!f.skip && !f.weight_worst && f.weight_bits > 0 && f.activation_bits > 0)
+          narrowable.push_back(i);
       }
-      if (any)
-        trial(describe(ranked, high) + ", weights only where worst",
-              withFixes(best_config, narrower));
+      std::stable_sort(narrowable.begin(), narrowable.end(), [&](size_t a, size_t b) {
+        return chosen[a].weight_noise < chosen[b].weight_noise;
+      });
+      auto narrowed = [&](size_t count) {
+        std::vector<UnitFix> fixes = chosen;
+        for (size_t k = 0; k < count; ++k)
+          fixes[narrowable[k]].weight_bits = 0;
+        return fixes;
+      };
+      auto label = [&](size_t count) {
+        return describe(ranked, high) + ", " + std::to_string(count) + " of them with weights at " +
+               "the starting width";
+      };
+      size_t good = 0, bad = narrowable.size() + 1;  // counts known to meet / to miss
+      if (!narrowable.empty()) {
+        trial(label(narrowable.size()), withFixes(best_config, narrowed(narrowable.size())));
+        (r_.trials.back().met ? good : bad) = narrowable.size();
+      }
+      while (bad <= narrowable.size() && bad - good > 1 && !budgetSpent()) {
+        const size_t mid = (good + bad) / 2;
+        trial(label(mid), withFixes(best_config, narrowed(mid)));
+        (r_.trials.back().met ? good : bad) = mid;
+      }
     }
     return finish();
   }
@@ -161,13 +183,7 @@ class Tuner {
   // quantizer; fisher: predicted, one backward pass per probe for all), each with the fix the
   // backend allows for the kinds that hurt there (a kind at least half the unit's worst).
   std::vector<UnitFix> rankedFixes(passes::PreparedModel& model) {
-    std::vector<algos::AnalysisBatch> some;
-    int64_t taken = 0;
-    for (const algos::AnalysisBatch& b : runner_.batches()) {
-      if (taken >= o_.sensitivity_samples) break;
-      some.push_back(b);
-      taken += b.feeds.begin()->second.dim() > 0 ? b.feeds.begin()->second.size(0) : 1;
-    }
+    const std::vector<algos::AnalysisBatch> some = runner_.firstBatches(o_.sensitivity_samples);
     const bool isolated = o_.ranking == "isolated";
     algos::SensitivityOptions so;
     so.isolated = isolated;
@@ -207,6 +223,7 @@ class Tuner {
       UnitFix f;
       f.unit = unit;
       f.weight_worst = scores.weight >= scores.activation;
+      f.weight_noise = scores.weight;
       for (const bool weight : {true, false}) {
         const passes::QuantPoint* p = weight ? scores.weight_point : scores.activation_point;
         if (p == nullptr || (weight ? scores.weight : scores.activation) < scores.worst() / 2)

@@ -4,8 +4,8 @@
 // sensitive units (algos/sensitivity.h: isolated or Fisher noise, per unit its worst quantizer)
 // moved to a wider width the backend allows, or kept float where it allows none: a prefix of
 // the ranking that doubles until the target is met, then is bisected down to the shortest that
-// meets it; (3) that prefix with weights widened only in units whose weights cost more than their
-// activations. Every trial is a full prepare + calibrate (+ reconstruction when asked) with its
+// meets it; (3) within that prefix, the weights of units whose activations cost more put back to
+// the starting width, as many as still meet the target (least noisy first, bisected). Every trial is a full prepare + calibrate (+ reconstruction when asked) with its
 // config, so the chosen config replays exactly with `qforge quantize --config`. Deterministic.
 #pragma once
 

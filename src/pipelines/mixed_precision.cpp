@@ -57,13 +57,7 @@ std::vector<int> candidateWidths(const TrialRunner& runner) {
 void recordUniformRun(passes::PreparedModel& model, int width, const TrialRunner& runner,
                       const MixedPrecisionOptions& o, std::map<std::string, UnitPrecision>& units,
                       double& signal) {
-  std::vector<algos::AnalysisBatch> some;
-  int64_t taken = 0;
-  for (const algos::AnalysisBatch& b : runner.batches()) {
-    if (taken >= o.sensitivity_samples) break;
-    some.push_back(b);
-    taken += b.feeds.begin()->second.dim() > 0 ? b.feeds.begin()->second.size(0) : 1;
-  }
+  const std::vector<algos::AnalysisBatch> some = runner.firstBatches(o.sensitivity_samples);
   algos::SensitivityOptions so;
   so.isolated = o.ranking == "isolated";
   so.leave_one_out = false;

@@ -64,6 +64,17 @@ TrialRunner::TrialRunner(const PtqOptions& ptq, const std::string& metric, std::
     labelled_ = labelled_ && b.labels.defined();
 }
 
+std::vector<algos::AnalysisBatch> TrialRunner::firstBatches(int64_t samples) const {
+  std::vector<algos::AnalysisBatch> some;
+  int64_t taken = 0;
+  for (const algos::AnalysisBatch& b : batches_) {
+    if (taken >= samples) break;
+    some.push_back(b);
+    taken += b.feeds.begin()->second.dim() > 0 ? b.feeds.begin()->second.size(0) : 1;
+  }
+  return some;
+}
+
 int TrialRunner::startWeightBits() const {
   return start_config_.weight.is_object()
              ? start_config_.weight.value("bits", backend_.weight.scheme.bits)

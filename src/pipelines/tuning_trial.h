@@ -55,6 +55,9 @@ class TrialRunner {
                   PtqResult* result = nullptr);
 
   const std::vector<algos::AnalysisBatch>& batches() const { return batches_; }
+  // The first batches holding at least `samples` samples (all when fewer): what sensitivity is
+  // measured on.
+  std::vector<algos::AnalysisBatch> firstBatches(int64_t samples) const;
   const std::string& describedData() const { return described_; }
   bool labelled() const { return labelled_; }  // every evaluation batch has labels
   const backends::BackendConfig& backend() const { return backend_; }
