@@ -81,7 +81,7 @@ svg .budget-line { stroke: #d63939; stroke-width: 1.5; stroke-dasharray: 6 3; }
 svg .uniform-path { fill: none; stroke: #98a2b3; stroke-width: 2; }
 svg .mp-point { fill: #98a2b3; stroke: #fff; stroke-width: 1.5; }
 svg .mp-point.chosen { fill: #2f9e44; stroke: #1d2330; }
-.mp-units { font-size: 13px; }
+.mp-units { font-size: 13px; margin-top: 16px; }
 .mp-units td.chosen { background: #e6f4ea; font-weight: 600; }
 .met { color: #2f9e44; font-weight: 700; }
 .not-met { color: #d63939; font-weight: 700; }
@@ -806,9 +806,12 @@ constexpr const char* kScript = R"js(
                    .map((q, i) => quantizerView(q, i, allOn));
     const rankingBy = placeSensitivity(qs, asStr(rep.ranking_by));
     root.appendChild(header(rep, allOn, allOnCos));
-    root.appendChild(quantizerTable(qs, rankingBy));
-    root.appendChild(barCharts(qs));
-    root.appendChild(histograms(qs));
+    // A quantize report has no per-quantizer analysis: its sections would only say so.
+    if (qs.length || asStr(rep.command) !== 'quantize') {
+      root.appendChild(quantizerTable(qs, rankingBy));
+      root.appendChild(barCharts(qs));
+      root.appendChild(histograms(qs));
+    }
     const at = asObj(rep.autotune);
     if (at) root.appendChild(autotune(at));
     const mp = asObj(rep.mixed_precision);

@@ -12,6 +12,7 @@
 // >= 1e300 anywhere, and null inside a measurement that was made (quantized, isolated,
 // leave_one_out); a null local/accumulated SQNR is drawn as absent.
 //   body[data-rendered=ok]                   the script ran to the end; else pre#render-error
+//   section#quantizers, #bars, #histograms   unless the report is quantize's with no quantizers
 //   #model                                   the model path (text)
 //   #quantized-sqnr, #quantized-cosine       whole model quantized vs float (text, data-value)
 //   #task-float, #task-quantized, #task-delta  task metric, when the report has "task"

@@ -436,6 +436,9 @@ TEST(AnalysisHtmlBrowser, MixedPrecisionChartTrialsAndUnits) {
   const Dom* dom = renderedDom("mixed", report);
   ASSERT_NE(dom, nullptr);
   EXPECT_EQ(dataValue(*dom->byId("mp-budget")), 5.0);
+  // A quantize report without quantizers draws no empty per-quantizer sections.
+  EXPECT_EQ(dom->byId("quantizers"), nullptr);
+  EXPECT_EQ(dom->byId("histograms"), nullptr);
   EXPECT_EQ(dom->byId("mp-average")->text, "4.95");
   EXPECT_EQ(dataValue(*dom->byId("mp-chosen-metric")), 93.28);
   EXPECT_EQ(dataValue(*dom->byId("mp-interpolated")), 93.2575);
@@ -502,6 +505,7 @@ TEST(AnalysisHtmlBrowser, ReportWithoutOptionalPartsDrawsNoChartForThem) {
   ASSERT_NE(dom, nullptr);
   EXPECT_EQ(dom->find("tr", "quantizer-row").size(), 2u);
   EXPECT_NE(dom->one("tr", "quantizer-row", "data-quantizer", "b"), nullptr);
+  EXPECT_NE(dom->byId("quantizers"), nullptr);  // an analysis report keeps its sections
   EXPECT_EQ(dom->byId("quantized-sqnr")->text, "\u2014");
   EXPECT_EQ(dom->byId("task-float"), nullptr);
   EXPECT_EQ(dom->byId("autotune-chart"), nullptr);
