@@ -5,8 +5,9 @@
 // moved to a wider width the backend allows, or kept float where it allows none: a prefix of
 // the ranking that doubles until the target is met, then is bisected down to the shortest that
 // meets it; (3) within that prefix, the weights of units whose activations cost more put back to
-// the starting width, as many as still meet the target (least noisy first, bisected). Every trial is a full prepare + calibrate (+ reconstruction when asked) with its
-// config, so the chosen config replays exactly with `qforge quantize --config`. Deterministic.
+// the starting width, as many as still meet the target (least noisy first, bisected). Every trial
+// is a full prepare + calibrate (+ reconstruction when asked) with its config, so the chosen config
+// replays exactly with `qforge quantize --config`. Deterministic.
 #pragma once
 
 #include <nlohmann/json.hpp>
