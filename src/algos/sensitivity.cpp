@@ -84,6 +84,15 @@ std::optional<quant::QParams> gridOf(quant::FakeQuantizer& q) {
   return q.qparams();
 }
 
+// `t` as a value whose gradient backward() keeps: itself (retained) when autograd already tracks
+// it, else a leaf copy that requires grad.
+at::Tensor withGrad(const at::Tensor& t) {
+  if (!t.requires_grad()) return t.detach().requires_grad_(true);
+  at::Tensor x = t;
+  x.retain_grad();
+  return x;
+}
+
 // q's fake quantization of x, whatever q's switch says now.
 at::Tensor quantized(quant::FakeQuantizer& q, const at::Tensor& x) {
   const bool was_on = q.fakeQuantEnabled();
@@ -354,12 +363,7 @@ SensitivityResult analyzeSensitivity(passes::PreparedModel& model,
           for (const Site& s : sites) {
             hooks.add(s.input, [&, s](const Value&, const at::Tensor& t) {
               if (!t.is_floating_point()) return t;
-              at::Tensor x = t;
-              if (x.requires_grad()) {
-                x.retain_grad();
-              } else {
-                x = t.detach().requires_grad_(true);
-              }
+              const at::Tensor x = withGrad(t);
               at::Tensor error;
               {
                 at::NoGradGuard no_grad;
@@ -421,12 +425,7 @@ SensitivityResult analyzeSensitivity(passes::PreparedModel& model,
             const auto in = inputs.find(s.input);
             if (!t.is_floating_point() || in == inputs.end() || in->second.sizes() != t.sizes())
               return t;
-            at::Tensor x = t;
-            if (x.requires_grad()) {
-              x.retain_grad();
-            } else {
-              x = t.detach().requires_grad_(true);
-            }
+            const at::Tensor x = withGrad(t);
             watched.push_back({s.quantizer, x, t.detach() - in->second});
             return x;
           });

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <fstream>
 #include <numeric>
 
 #include "core/error.h"
@@ -56,6 +57,16 @@ std::string headerField(const std::string& header, const std::string& key,
 }
 
 }  // namespace
+
+void writeNpy(const std::string& path, const at::Tensor& tensor) {
+  const at::Tensor t = tensor.cpu().contiguous();
+  const std::string header = npyHeader(t.scalar_type(), t.sizes().vec());
+  std::ofstream out(path, std::ios::binary);
+  out.write(header.data(), static_cast<std::streamsize>(header.size()));
+  out.write(static_cast<const char*>(t.data_ptr()),
+            static_cast<std::streamsize>(t.numel() * t.element_size()));
+  if (!out) throw Error("cannot write '" + path + "': " + std::strerror(errno));
+}
 
 std::string npyHeader(at::ScalarType dtype, const std::vector<int64_t>& shape) {
   std::string code;

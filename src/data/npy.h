@@ -66,6 +66,10 @@ class NpyWriter {
   int64_t rows_written_ = 0;
 };
 
+// Writes `tensor` (any shape, a dtype npyHeader knows) as one .npy file; throws qforge::Error
+// naming `path` when it cannot be written.
+void writeNpy(const std::string& path, const at::Tensor& tensor);
+
 // The header a .npy file of this dtype and shape starts with (format version 1.0).
 std::string npyHeader(at::ScalarType dtype, const std::vector<int64_t>& shape);
 

@@ -19,13 +19,6 @@ namespace qforge::pipelines {
 
 namespace {
 
-void writeNpy(const std::string& path, const at::Tensor& tensor) {
-  const at::Tensor t = tensor.cpu().contiguous();
-  data::NpyWriter writer(path, t.scalar_type(), t.sizes().vec());
-  writer.append(t);
-  writer.close();
-}
-
 // A file name for an output name: letters, digits, '.', '-' and '_' kept, the rest '_', and a
 // number added when two names come out the same.
 std::string fileNameFor(const std::string& name, std::set<std::string>& taken) {
@@ -74,7 +67,7 @@ double runMetricScript(const std::string& script, const std::vector<TensorMap>& 
     const at::Tensor all = stacked(parts, "output '" + name + "'");
     samples = all.size(0);
     const std::string file = fileNameFor(name, taken);
-    writeNpy(dir.file(file), all);
+    data::writeNpy(dir.file(file), all);
     manifest["outputs"][name] = file;
   }
   manifest["samples"] = samples;
@@ -85,7 +78,7 @@ double runMetricScript(const std::string& script, const std::vector<TensorMap>& 
     std::vector<at::Tensor> parts;
     for (const at::Tensor& l : labels)
       parts.push_back(l.to(at::kLong).reshape({-1}));
-    writeNpy(dir.file("labels.npy"), at::cat(parts, 0));
+    data::writeNpy(dir.file("labels.npy"), at::cat(parts, 0));
     manifest["labels"] = "labels.npy";
   } else {
     manifest["labels"] = nullptr;

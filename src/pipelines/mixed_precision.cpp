@@ -26,8 +26,6 @@ void checkOptions(const MixedPrecisionOptions& o, const std::vector<int>& widths
                   const std::string& backend) {
   require(o.bits_budget.has_value() != o.size_budget.has_value(),
           "give one budget: --bits-budget (average weight bits) or --size-budget (bytes)");
-  require(!o.ptq.eval.empty(),
-          "--bits-budget and --size-budget score the choice on evaluation data: pass --eval");
   require(o.ranking == "isolated" || o.ranking == "fisher",
           "--tune-ranking must be isolated or fisher, not '" + o.ranking + "'");
   require(o.sensitivity_samples >= 1, "mixed precision needs at least one sample");
@@ -71,23 +69,33 @@ void recordUniformRun(passes::PreparedModel& model, int width, const TrialRunner
   if (weight_points.empty()) return;
   const algos::SensitivityResult s = algos::analyzeSensitivity(model, some, so);
   signal = s.quantized.signal;
-  std::set<std::string> seen;
+  // This run's figures per unit, summed over its weight quantizers.
+  struct RunFigures {
+    int bits = 0;
+    int64_t elements = 0;
+    double noise = 0;
+  };
+  std::map<std::string, RunFigures> run;
   for (const algos::QuantizerSensitivity& q : s.quantizers) {
     const auto point = weight_points.find(q.quantizer);
     if (point == weight_points.end()) continue;
     const passes::QuantPoint& p = *point->second;
-    UnitPrecision& u = units[p.unit];
-    u.unit = p.unit;
-    const double noise =
-        so.isolated ? (q.isolated ? q.isolated->noise : 0.0) : q.fisher.value_or(0);
-    const int bits = p.spec.scheme.bits;
-    if (bits != width) u.fixed = true;
-    if (u.fixed) u.bits = bits;
-    u.noise[bits] = (seen.count(p.unit) ? u.noise[bits] : 0.0) + noise;
-    if (!seen.count(p.unit)) u.elements = 0;
+    RunFigures& f = run[p.unit];
+    f.bits = p.spec.scheme.bits;
+    f.noise += so.isolated ? (q.isolated ? q.isolated->noise : 0.0) : q.fisher.value_or(0);
     const Value* v = model.graph().findValue(p.value);
-    if (v != nullptr && v->isInitializer()) u.elements += v->initializer().numel();
-    seen.insert(p.unit);
+    if (v != nullptr && v->isInitializer()) f.elements += v->initializer().numel();
+  }
+  for (const auto& [name, f] : run) {
+    UnitPrecision& u = units[name];
+    u.unit = name;
+    u.elements = f.elements;
+    u.noise[f.bits] = f.noise;
+    // A width other than the run's: the backend or the config pins it.
+    if (f.bits != width) {
+      u.fixed = true;
+      u.bits = f.bits;
+    }
   }
 }
 

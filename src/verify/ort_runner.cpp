@@ -1,20 +1,11 @@
 #include "verify/ort_runner.h"
 
 #include <ATen/ATen.h>
-#include <fcntl.h>
-#include <poll.h>
-#include <spawn.h>
 #include <sys/wait.h>
-#include <unistd.h>
 
-#include <cerrno>
-#include <chrono>
-#include <cmath>
-#include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
@@ -40,16 +31,6 @@ std::string getEnv(const char* name) {
   return value ? value : "";
 }
 
-void writeNpy(const std::string& path, const at::Tensor& tensor) {
-  const at::Tensor t = tensor.cpu().contiguous();
-  const std::string header = data::npyHeader(t.scalar_type(), t.sizes().vec());
-  std::ofstream out(path, std::ios::binary);
-  out.write(header.data(), static_cast<std::streamsize>(header.size()));
-  out.write(static_cast<const char*>(t.data_ptr()),
-            static_cast<std::streamsize>(t.numel() * t.element_size()));
-  if (!out) throw Error("cannot write '" + path + "': " + std::strerror(errno));
-}
-
 // The last non-empty line of the child's stderr, without the script's "error: " prefix.
 std::string scriptMessage(const std::string& err) {
   std::string line = lastLine(err);
@@ -58,22 +39,18 @@ std::string scriptMessage(const std::string& err) {
   return line;
 }
 
-// One line saying why node failed running `model_path`.
+// One line saying why node failed running `model_path`: the script's own message when it exited
+// with one, else how node ended.
 std::string failureMessage(const ProcessResult& result, const std::string& model_path,
                            double timeout_seconds) {
   const std::string said = scriptMessage(result.err);
-  const std::string where = " running ONNX Runtime on '" + model_path + "'";
-  if (result.timed_out) {
-    return "node did not finish within " + std::to_string(timeout_seconds) + " s" + where +
-           "; it was killed";
-  }
-  if (WIFSIGNALED(result.status)) {
-    const int signal = WTERMSIG(result.status);
-    return "node was killed by signal " + std::to_string(signal) + " (" + strsignal(signal) + ")" +
-           where + (said.empty() ? "" : ": " + said);
-  }
-  if (!said.empty()) return said;
-  return "node exited with code " + std::to_string(WEXITSTATUS(result.status)) + where;
+  const bool signalled = !result.timed_out && WIFSIGNALED(result.status);
+  if (!result.timed_out && !signalled && !said.empty()) return said;
+  std::string message = "node " + exitDescription(result, timeout_seconds) +
+                        " running ONNX Runtime on '" + model_path + "'";
+  if (result.timed_out) message += "; it was killed";
+  if (signalled && !said.empty()) message += ": " + said;
+  return message;
 }
 
 }  // namespace
@@ -174,7 +151,7 @@ TensorMap OrtRunner::run(const std::string& model_path, const TensorMap& feeds,
     require(tensor.defined(), "feed '" + name + "' for ONNX Runtime is an undefined tensor");
     const std::string file = dir.file("input_" + std::to_string(index++) + ".npy");
     try {
-      writeNpy(file, tensor);
+      data::writeNpy(file, tensor);
     } catch (const Error& e) {
       throw e.within("feed '" + name + "' for ONNX Runtime");
     }
