@@ -74,8 +74,9 @@ std::vector<HelpBlock> dataBlocks() {
                 "before anything runs; a mismatch names the input, the file and the shape. "
                 "An input with a fixed batch dim is fed batches of that size."),
       paragraph("How many samples: eval --limit (and --shuffle SEED for a random subset), "
-                "verify --limit, quantize --calib-batches times --calib-batch and "
-                "--eval-limit, qat --limit (per epoch), --calib-batches and --eval-limit."),
+                "verify --limit, quantize --calib-batches times --calib-batch (and "
+                "--calib-shuffle SEED for a random subset) and --eval-limit, qat --limit (per "
+                "epoch), --calib-batches and --eval-limit."),
       code("qforge eval model.onnx --data folder:val/ --limit 1000\n"
            "qforge quantize model.onnx --backend QDQ --calib list:calib.txt \\\n"
            "    --out out/\n"

@@ -38,6 +38,7 @@ struct QuantizeFlags {
   double target_drop = NAN;
   double target_sqnr = NAN;
   double bits_budget = NAN;
+  int64_t calib_shuffle = -1;  // < 0: the source's first samples
 };
 
 // "0.0123" for one value, "0.00101..0.0213 (24 ch)" for per-channel parameters, and the state
@@ -311,6 +312,7 @@ int runQuantize(QuantizeFlags& flags) {
   if (!std::isnan(flags.target_drop)) o.target_drop = flags.target_drop;
   if (!std::isnan(flags.target_sqnr)) o.target_sqnr = flags.target_sqnr;
   if (!std::isnan(flags.bits_budget)) o.bits_budget = flags.bits_budget;
+  if (flags.calib_shuffle >= 0) o.calib_shuffle_seed = static_cast<uint64_t>(flags.calib_shuffle);
   StageProgress progress(!flags.json && !flags.quiet && ::isatty(STDERR_FILENO));
   const pipelines::PtqResult result = pipelines::runPtqPipeline(o, progress.callback());
   if (!flags.report_html.empty())
@@ -342,6 +344,10 @@ std::pair<CLI::App*, std::function<int()>> addQuantizeCommand(CLI::App& app) {
   sub->add_option("--calib-batches", o->calib_batches, "Number of calibration batches")
       ->capture_default_str();
   sub->add_option("--calib-batch", o->calib_batch, "Calibration batch size")->capture_default_str();
+  sub->add_option("--calib-shuffle", flags->calib_shuffle,
+                  "Calibrate on a random subset of --calib, shuffled with this seed (default: its "
+                  "first samples)")
+      ->check(CLI::NonNegativeNumber);
   sub->add_option("--config", o->config, "Quantization config (.json, .yaml): overrides per node")
       ->type_name(value_type::kFile);
   sub->add_option("--eval", flags->eval, "Evaluate float and quantized models on this data")

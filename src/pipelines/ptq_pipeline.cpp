@@ -244,8 +244,10 @@ PtqResult quantizeModel(const PtqOptions& o, const ProgressCallback& progress) {
   }
 
   auto calib_data = openSource(o.calib, float_graph);
-  data::BatchLoader calib_loader(
-      calib_data, loaderOptionsFor(float_graph, o.calib_batch, o.calib_batch * o.calib_batches));
+  data::LoaderOptions calib_options =
+      loaderOptionsFor(float_graph, o.calib_batch, o.calib_batch * o.calib_batches);
+  calib_options.shuffle_seed = o.calib_shuffle_seed;
+  data::BatchLoader calib_loader(calib_data, calib_options);
   const algos::CalibrationResult calibration =
       calibrateWithProgress(model, calib_loader, o.calib_batches, progress);
   if (recon) {
@@ -260,8 +262,8 @@ PtqResult quantizeModel(const PtqOptions& o, const ProgressCallback& progress) {
   report.model = o.model_path;
   report.backend = backend.name;
   report.algorithm = o.algo;
-  report.calibration = {calib_data->describe(), calibration.batches, calibration.samples,
-                        o.calib_batch, calibration.seconds};
+  report.calibration = {calib_data->describe(), calibration.batches,  calibration.samples,
+                        o.calib_batch,          o.calib_shuffle_seed, calibration.seconds};
   report.units = model.units();
   report.float_ops = model.floatOps();
   report.quantizers = deploy::quantizerTable(model);

@@ -39,6 +39,10 @@ struct PtqOptions {
   DataSource calib = "fashion-mnist:train";
   int64_t calib_batches = 32;
   int64_t calib_batch = 64;
+  // Calibrate on a random subset of the source (shuffled with this seed) rather than its first
+  // calib_batches * calib_batch samples: sources sorted by class or scene otherwise calibrate on
+  // one class.
+  std::optional<uint64_t> calib_shuffle_seed;
   DataSource eval;          // empty: no evaluation
   int64_t eval_limit = -1;  // samples evaluated; negative or 0: all
   int64_t eval_batch = 100;

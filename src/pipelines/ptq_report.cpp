@@ -118,6 +118,7 @@ nlohmann::json ptqReportJson(const PtqReport& r) {
                       {"batches", r.calibration.batches},
                       {"samples", r.calibration.samples},
                       {"batch_size", r.calibration.batch_size}};
+  if (r.calibration.shuffle_seed) j["calibration"]["shuffle_seed"] = *r.calibration.shuffle_seed;
   nlohmann::json units = nlohmann::json::array();
   for (const auto& u : r.units) {
     units.push_back(

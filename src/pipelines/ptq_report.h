@@ -22,6 +22,7 @@ struct CalibrationSummary {
   int64_t batches = 0;
   int64_t samples = 0;
   int64_t batch_size = 0;
+  std::optional<uint64_t> shuffle_seed;  // none: the source's first samples
   double seconds = 0;
 };
 

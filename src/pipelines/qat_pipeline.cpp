@@ -152,7 +152,7 @@ void prepareAndCalibrate(QatRun& run) {
   report.backend = run.backend.name;
   report.algorithm = o.algo.empty() ? "backend default" : o.algo;
   report.calibration = {calib_data->describe(), calibration.batches, calibration.samples,
-                        o.calib_batch, calibration.seconds};
+                        o.calib_batch,          std::nullopt,        calibration.seconds};
   if (o.eval.empty() || !run.lead) return;
   auto eval_data = openSource(o.eval, float_graph);
   run.eval_loader.emplace(eval_data, loaderOptionsFor(float_graph, o.eval_batch, o.eval_limit));

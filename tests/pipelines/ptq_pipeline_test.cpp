@@ -10,6 +10,7 @@
 #include <fstream>
 
 #include "core/files.h"
+#include "data/loader.h"
 #include "pipelines/ptq_pipeline.h"
 #include "support/checks.h"
 #include "support/cli_runner.h"
@@ -101,6 +102,58 @@ TEST(PtqPipeline, ReportsATinyClassifierAsItsClosedFormsSay) {
   EXPECT_EQ(table["quantizers"], report.quantizers);
   EXPECT_GT(report.peak_rss_bytes, 0);
   EXPECT_GE(report.total_seconds, report.prepare_seconds + report.calibration.seconds);
+}
+
+// --calib-shuffle: the MinMax range is that of the seeded subset the loader draws (its indices
+// taken from the batches, the range computed here), recorded in the report; without a seed it is
+// the first samples'.
+TEST(PtqPipeline, CalibratesOnTheSeededSubsetWhenShuffled) {
+  TempDir dir("ptq-pipeline-shuffle");
+  const Graph graph = linearClassifier();
+  auto calib = classifierData(40, 1, "calibration tensors");
+  pipelines::PtqOptions o;
+  o.graph = &graph;
+  o.model_path = "tiny classifier";
+  o.backend = writeBackend(dir.file("tiny.json"));
+  o.calib = calib;
+  o.calib_batches = 2;
+  o.calib_batch = 4;
+  o.calib_shuffle_seed = 5;
+  o.deploy = false;
+  o.out = dir.file("out");
+  const pipelines::PtqReport report = pipelines::runPtqPipeline(o).report;
+
+  data::LoaderOptions loader_options;
+  loader_options.batch_size = 4;
+  loader_options.limit = 8;
+  loader_options.shuffle_seed = 5;
+  data::BatchLoader loader(calib, loader_options);
+  std::vector<int64_t> drawn;
+  while (auto batch = loader.next())
+    drawn.insert(drawn.end(), batch->indices.begin(), batch->indices.end());
+  ASSERT_EQ(drawn.size(), 8u);
+  EXPECT_NE(drawn, (std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6, 7})) << "seed 5 drew the first 8";
+  const at::Tensor all = classifierInputs(40, 1);
+  const at::Tensor subset = all.index_select(0, at::tensor(drawn, at::kLong));
+  const at::Tensor first = all.narrow(0, 0, 8);
+  ASSERT_FALSE(at::equal(subset.min(), first.min()) && at::equal(subset.max(), first.max()))
+      << "the subset must differ in range from the first samples for this test to tell them apart";
+
+  const nlohmann::json* input = entryFor(report.quantizers, "activation");
+  ASSERT_TRUE(input);
+  const double scale = asymmetricScale(subset);
+  EXPECT_NEAR((*input)["scale"][0].get<double>(), scale, 1e-7);
+  EXPECT_EQ((*input)["zero_point"][0].get<int64_t>(), asymmetricZeroPoint(subset, scale));
+  EXPECT_EQ(report.calibration.shuffle_seed, std::optional<uint64_t>(5));
+  EXPECT_EQ(pipelines::ptqReportJson(report)["calibration"]["shuffle_seed"], 5);
+
+  o.calib_shuffle_seed.reset();
+  o.out = dir.file("out-first");
+  const pipelines::PtqReport unshuffled = pipelines::runPtqPipeline(o).report;
+  const nlohmann::json* first_input = entryFor(unshuffled.quantizers, "activation");
+  ASSERT_TRUE(first_input);
+  EXPECT_NEAR((*first_input)["scale"][0].get<double>(), asymmetricScale(first), 1e-7);
+  EXPECT_FALSE(pipelines::ptqReportJson(unshuffled)["calibration"].contains("shuffle_seed"));
 }
 
 TEST(PtqPipeline, ProgressComesPerStageAndEndsEachStage) {
