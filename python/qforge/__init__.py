@@ -21,6 +21,7 @@ from ._qforge import (  # noqa: F401
     Error,
     PreparedModel,
     __version__,
+    analyze,
     configure_allocator,
     deploy,
     eval,
@@ -41,6 +42,7 @@ def load(dir):
 __all__ = [
     "Error",
     "PreparedModel",
+    "analyze",
     "configure_allocator",
     "deploy",
     "eval",

@@ -43,15 +43,60 @@ def quantize(
     cle: bool = False,
     cle_relu6_to_relu: bool = False,
     bias_correction: bool = False,
+    calib_shuffle: Optional[int] = None,
+    target_drop: Optional[float] = None,
+    target_sqnr: Optional[float] = None,
+    tune_metric: str = "auto",
+    tune_ranking: str = "isolated",
+    metric_script: Optional[PathLike] = None,
+    max_trials: int = 20,
+    time_budget: float = 0.0,
+    bits_budget: Optional[float] = None,
+    size_budget: str = "",
     deploy: bool = True,
     quiet: bool = False,
     progress: Optional[Progress] = None,
 ) -> Report:
     """Post-training quantization, as `qforge quantize`: prepare the ONNX model for `backend`
     (a built-in name or a backend .json), calibrate on the first calib_batches * calib_batch
-    samples of `calib`, optionally reconstruct (algo="adaround", "brecq", "qdrop"), evaluate
-    float against quantized on `eval`, deploy and save into `out`. Returns report.json's content
-    (report["evaluation"] holds the float and quantized top-1 when `eval` is given)."""
+    samples of `calib` (a random subset with calib_shuffle=SEED), optionally reconstruct
+    (algo="adaround", "brecq", "qdrop"), evaluate float against quantized on `eval`, deploy and
+    save into `out`. Returns report.json's content (report["evaluation"] holds the float and
+    quantized top-1 when `eval` is given).
+
+    On `eval`: target_drop (top-1 points, or the metric_script's units) or target_sqnr (dB)
+    tunes the config by trials (report["autotune"]); bits_budget (average weight bits) or
+    size_budget ("2M") chooses one weight width per unit (report["mixed_precision"]). Either
+    writes tuned_config.json into `out`."""
+
+def analyze(
+    model: PathLike,
+    *,
+    backend: str = "",
+    config: str = "",
+    calib: Data = "fashion-mnist:train",
+    calib_batches: int = 8,
+    calib_batch: int = 32,
+    data: Optional[Data] = None,
+    samples: int = 32,
+    batch: int = 8,
+    isolated: bool = True,
+    leave_one_out: bool = True,
+    fisher: bool = True,
+    fisher_probes: int = 4,
+    outputs: Sequence[str] = (),
+    top: int = 10,
+    seed: int = 0,
+    report: Optional[PathLike] = None,
+    write_config: Optional[PathLike] = None,
+    quiet: bool = False,
+    progress: Optional[Progress] = None,
+) -> Report:
+    """Sensitivity analysis, as `qforge analyze --json`: `model` is an ONNX file (with `backend`)
+    or a directory quantize wrote. Per quantizer the model's output SQNR with only it on
+    (isolated) and with all but it on (leave-one-out), the Fisher estimate, range statistics;
+    the ranking and the fixes the backend allows (schema in docs/ANALYZE.md). `report` writes
+    the HTML page, `write_config` the fixes as a config for quantize(config=...)."""
 
 def qat(
     model: PathLike,

@@ -9,9 +9,12 @@
 
 #include "bindings.h"
 #include "core/error.h"
+#include "core/files.h"
 #include "deploy/deploy.h"
 #include "ir/onnx_import.h"
 #include "passes/prepared_io.h"
+#include "pipelines/analysis_html.h"
+#include "pipelines/analyze_pipeline.h"
 #include "pipelines/eval_pipeline.h"
 #include "pipelines/inspect_report.h"
 #include "pipelines/ptq_pipeline.h"
@@ -87,7 +90,12 @@ py::object quantize(const py::object& model, const std::string& backend, const p
                     const std::string& config, const std::string& algo, int64_t iters,
                     int64_t recon_batch, const std::string& algo_config,
                     const std::string& cache_limit, uint64_t seed, const std::string& passes,
-                    bool cle, bool cle_relu6_to_relu, bool bias_correction, bool deploy, bool quiet,
+                    bool cle, bool cle_relu6_to_relu, bool bias_correction,
+                    std::optional<uint64_t> calib_shuffle, std::optional<double> target_drop,
+                    std::optional<double> target_sqnr, const std::string& tune_metric,
+                    const std::string& tune_ranking, const py::object& metric_script,
+                    int64_t max_trials, double time_budget, std::optional<double> bits_budget,
+                    const std::string& size_budget, bool deploy, bool quiet,
                     const py::object& progress) {
   pipelines::PtqOptions o;
   o.model_path = pathOf(model, "model");
@@ -106,11 +114,63 @@ py::object quantize(const py::object& model, const std::string& backend, const p
   o.cle = cle;
   o.cle_relu6_to_relu = cle_relu6_to_relu;
   o.bias_correction = bias_correction;
+  o.calib_shuffle_seed = calib_shuffle;
+  o.target_drop = target_drop;
+  o.target_sqnr = target_sqnr;
+  o.tune_metric = tune_metric;
+  o.tune_ranking = tune_ranking;
+  if (!metric_script.is_none()) o.metric_script = pathOf(metric_script, "metric_script");
+  o.max_trials = max_trials;
+  o.time_budget = time_budget;
+  o.bits_budget = bits_budget;
+  o.size_budget = size_budget;
   o.deploy = deploy;
   o.graph = float_model.ifLoaded();
   const pipelines::ProgressCallback callback = progressFor(quiet, progress);
   return reportOf(
       [&] { return pipelines::ptqReportJson(pipelines::runPtqPipeline(o, callback).report); });
+}
+
+py::object analyze(const py::object& model, const std::string& backend, const std::string& config,
+                   const py::object& calib, int64_t calib_batches, int64_t calib_batch,
+                   const py::object& data, int64_t samples, int64_t batch, bool isolated,
+                   bool leave_one_out, bool fisher, int64_t fisher_probes,
+                   const std::vector<std::string>& outputs, int64_t top, uint64_t seed,
+                   const py::object& report_html, const py::object& write_config, bool quiet,
+                   const py::object& progress) {
+  pipelines::AnalyzeOptions o;
+  o.model_path = pathOf(model, "model");
+  o.backend = backend;
+  o.config = config;
+  // A prepared directory has no ONNX inputs to match Python data to: sources only, then.
+  ModelForData float_model = onnxModel(o.model_path);
+  require(calib_batches > 0 && calib_batch > 0, "calib_batches and calib_batch must be positive");
+  o.calib = dataFor(calib, float_model, calib_batches * calib_batch, "calib");
+  o.calib_batches = calib_batches;
+  o.calib_batch = calib_batch;
+  o.data = dataFor(data, float_model, samples, "data");
+  o.samples = samples;
+  o.batch = batch;
+  o.isolated = isolated;
+  o.leave_one_out = leave_one_out;
+  o.fisher = fisher;
+  o.fisher_probes = fisher_probes;
+  o.outputs = outputs;
+  o.top = top;
+  o.seed = seed;
+  o.graph = float_model.ifLoaded();
+  const std::string html = report_html.is_none() ? "" : pathOf(report_html, "report");
+  const std::string config_out = write_config.is_none() ? "" : pathOf(write_config, "write_config");
+  if (!html.empty()) requireWritableFile(html, "report");
+  if (!config_out.empty()) requireWritableFile(config_out, "write_config");
+  const pipelines::ProgressCallback callback = progressFor(quiet, progress);
+  return reportOf([&] {
+    const pipelines::AnalyzeResult result = pipelines::runAnalysis(o, callback);
+    if (!html.empty()) writeFileAtomically(html, pipelines::analysisHtml(result.report));
+    if (!config_out.empty())
+      writeFileAtomically(config_out, pipelines::suggestedConfig(result.report).dump(2) + "\n");
+    return result.report;
+  });
 }
 
 // The batch a QAT loss sees: {"inputs": first input's tensor, "labels": ... or None, "feeds":
@@ -302,7 +362,21 @@ void bindCommands(py::module_& m) {
         "eval_limit"_a = -1, "eval_batch"_a = 100, "config"_a = "", "algo"_a = "naive",
         "iters"_a = 0, "recon_batch"_a = 0, "algo_config"_a = "", "cache_limit"_a = "",
         "seed"_a = 0, "passes"_a = "", "cle"_a = false, "cle_relu6_to_relu"_a = false,
-        "bias_correction"_a = false, "deploy"_a = true, "quiet"_a = false,
+        "bias_correction"_a = false, "calib_shuffle"_a = py::none(), "target_drop"_a = py::none(),
+        "target_sqnr"_a = py::none(), "tune_metric"_a = "auto", "tune_ranking"_a = "isolated",
+        "metric_script"_a = py::none(), "max_trials"_a = 20, "time_budget"_a = 0.0,
+        "bits_budget"_a = py::none(), "size_budget"_a = "", "deploy"_a = true, "quiet"_a = false,
+        "progress"_a = py::none());
+  m.def("analyze", &analyze,
+        "Sensitivity analysis, as `qforge analyze --json`: per quantizer the isolated, "
+        "leave-one-out and Fisher sensitivity, ranges, the ranking and fixes. Returns the report "
+        "as a dict.",
+        "model"_a, py::kw_only(), "backend"_a = "", "config"_a = "",
+        "calib"_a = "fashion-mnist:train", "calib_batches"_a = 8, "calib_batch"_a = 32,
+        "data"_a = py::none(), "samples"_a = 32, "batch"_a = 8, "isolated"_a = true,
+        "leave_one_out"_a = true, "fisher"_a = true, "fisher_probes"_a = 4,
+        "outputs"_a = std::vector<std::string>(), "top"_a = 10, "seed"_a = 0,
+        "report"_a = py::none(), "write_config"_a = py::none(), "quiet"_a = false,
         "progress"_a = py::none());
   m.def("qat", &qat,
         "Quantization-aware training, as `qforge qat`; `loss` may be a callable(output, "
