@@ -6,6 +6,7 @@
 
 #include "exec/op_traits.h"
 #include "passes/activation_values.h"
+#include "passes/layer_norm_pattern.h"
 
 namespace qforge::passes {
 
@@ -137,6 +138,21 @@ std::vector<QuantUnit> findQuantUnits(const Graph& graph, const BackendConfig& b
   std::set<const Node*> taken;
   for (Node* node : graph.topologicalOrder()) {
     if (taken.count(node) || !node->domain().empty()) continue;
+    // A LayerNormalization written out in primitive ops is placed as the op would be: one unit
+    // when the backend quantizes LayerNormalization, else float, never quantizers inside.
+    if (std::vector<Node*> norm = matchDecomposedLayerNorm(graph, node); !norm.empty()) {
+      taken.insert(norm.begin(), norm.end());
+      const OpRole role = unitRole(backend, extra_quantizable, "LayerNormalization");
+      if (role != OpRole::Quantizable && role != OpRole::Fixed) continue;
+      QuantUnit unit;
+      unit.role = role;
+      unit.nodes = std::move(norm);
+      unit.pattern = "LayerNormalization, decomposed";
+      unit.name = node->name().empty() ? node->outputs().front()->name() : node->name();
+      collectInputs(graph, backend, activations, unit);
+      units.push_back(std::move(unit));
+      continue;
+    }
     const OpRole role = unitRole(backend, extra_quantizable, node->opType());
     if (role != OpRole::Quantizable && role != OpRole::Fixed) continue;
     // An op on shapes or indices only (a Mul of two sizes, a Cast to int64) is no unit.
