@@ -85,7 +85,9 @@ def main():
           f"W{b - 1}-W{b + 1} line | nearest widths | seconds |")
     print("|---|---|---|---|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r['seed']} | {r['float']:.2f} | {r['mixed']:.2f} ({r['mixed_bits']:.2f}) | "
+        # SQNR has no float figure (the float model is its reference).
+        float_text = "-" if r["float"] is None else f"{r['float']:.2f}"
+        print(f"| {r['seed']} | {float_text} | {r['mixed']:.2f} ({r['mixed_bits']:.2f}) | "
               f"{r['below']:.2f} | {r['at']:.2f} ({r['at_bits']:.2f}) | {r['above']:.2f} | "
               f"{r['line']:.2f} | {r['nearest']:.2f} | {r['seconds']:.0f} |")
     for name, key in ((f"W{b}", "at"), (f"W{b - 1}-W{b + 1} line", "line"),
