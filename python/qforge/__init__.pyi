@@ -77,6 +77,7 @@ def analyze(
     calib: Data = "fashion-mnist:train",
     calib_batches: int = 8,
     calib_batch: int = 32,
+    calib_shuffle: Optional[int] = None,
     data: Optional[Data] = None,
     samples: int = 32,
     batch: int = 8,

@@ -133,11 +133,11 @@ py::object quantize(const py::object& model, const std::string& backend, const p
 
 py::object analyze(const py::object& model, const std::string& backend, const std::string& config,
                    const py::object& calib, int64_t calib_batches, int64_t calib_batch,
-                   const py::object& data, int64_t samples, int64_t batch, bool isolated,
-                   bool leave_one_out, bool fisher, int64_t fisher_probes,
-                   const std::vector<std::string>& outputs, int64_t top, uint64_t seed,
-                   const py::object& report_html, const py::object& write_config, bool quiet,
-                   const py::object& progress) {
+                   std::optional<uint64_t> calib_shuffle, const py::object& data, int64_t samples,
+                   int64_t batch, bool isolated, bool leave_one_out, bool fisher,
+                   int64_t fisher_probes, const std::vector<std::string>& outputs, int64_t top,
+                   uint64_t seed, const py::object& report_html, const py::object& write_config,
+                   bool quiet, const py::object& progress) {
   pipelines::AnalyzeOptions o;
   o.model_path = pathOf(model, "model");
   o.backend = backend;
@@ -148,6 +148,7 @@ py::object analyze(const py::object& model, const std::string& backend, const st
   o.calib = dataFor(calib, float_model, calib_batches * calib_batch, "calib");
   o.calib_batches = calib_batches;
   o.calib_batch = calib_batch;
+  o.calib_shuffle_seed = calib_shuffle;
   o.data = dataFor(data, float_model, samples, "data");
   o.samples = samples;
   o.batch = batch;
@@ -373,8 +374,8 @@ void bindCommands(py::module_& m) {
         "as a dict.",
         "model"_a, py::kw_only(), "backend"_a = "", "config"_a = "",
         "calib"_a = "fashion-mnist:train", "calib_batches"_a = 8, "calib_batch"_a = 32,
-        "data"_a = py::none(), "samples"_a = 32, "batch"_a = 8, "isolated"_a = true,
-        "leave_one_out"_a = true, "fisher"_a = true, "fisher_probes"_a = 4,
+        "calib_shuffle"_a = py::none(), "data"_a = py::none(), "samples"_a = 32, "batch"_a = 8,
+        "isolated"_a = true, "leave_one_out"_a = true, "fisher"_a = true, "fisher_probes"_a = 4,
         "outputs"_a = std::vector<std::string>(), "top"_a = 10, "seed"_a = 0,
         "report"_a = py::none(), "write_config"_a = py::none(), "quiet"_a = false,
         "progress"_a = py::none());

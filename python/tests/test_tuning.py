@@ -9,14 +9,15 @@ import qforge
 
 
 def test_analyze_gives_the_clis_report_and_writes_its_files(tmp_path, resnet, cli):
-    settings = dict(backend="TensorRT", calib_batches=2, calib_batch=32, samples=16, batch=8,
-                    fisher_probes=2)
+    settings = dict(backend="TensorRT", calib_batches=2, calib_batch=32, calib_shuffle=2,
+                    samples=16, batch=8, fisher_probes=2)
     report = qforge.analyze(resnet, **settings, report=tmp_path / "py.html",
                             write_config=tmp_path / "py.json", quiet=True)
     done = cli("analyze", resnet, "--backend", "TensorRT", "--calib-batches", 2, "--calib-batch",
-               32, "--samples", 16, "--batch", 8, "--fisher-probes", 2, "--json",
+               32, "--calib-shuffle", 2, "--samples", 16, "--batch", 8, "--fisher-probes", 2, "--json",
                "--write-config", tmp_path / "cli.json")
     expected = json.loads(done.stdout)
+    assert report["calibration"]["shuffle_seed"] == expected["calibration"]["shuffle_seed"] == 2
     assert report["ranking"] == expected["ranking"]
     by_name = {q["name"]: q for q in expected["quantizers"]}
     assert len(report["quantizers"]) == len(by_name) > 10

@@ -36,6 +36,7 @@ struct AnalyzeFlags {
   bool no_fisher = false;
   bool json = false;
   bool quiet = false;
+  int64_t calib_shuffle = -1;  // < 0: the source's first samples
 };
 
 std::string decibels(const nlohmann::json& value) {
@@ -144,6 +145,7 @@ int runAnalyze(AnalyzeFlags& flags) {
   pipelines::AnalyzeOptions& o = flags.pipeline;
   o.calib = flags.calib;
   o.data = flags.data;
+  if (flags.calib_shuffle >= 0) o.calib_shuffle_seed = static_cast<uint64_t>(flags.calib_shuffle);
   o.isolated = !flags.no_isolated;
   o.leave_one_out = !flags.no_leave_one_out;
   o.fisher = !flags.no_fisher;
@@ -192,6 +194,9 @@ std::pair<CLI::App*, std::function<int()>> addAnalyzeCommand(CLI::App& app) {
   sub->add_option("--calib-batches", o->calib_batches, "Number of calibration batches")
       ->capture_default_str();
   sub->add_option("--calib-batch", o->calib_batch, "Calibration batch size")->capture_default_str();
+  sub->add_option("--calib-shuffle", flags->calib_shuffle,
+                  "Calibrate on a random subset of --calib, shuffled with this seed")
+      ->check(CLI::NonNegativeNumber);
   sub->add_option("--eval", flags->data,
                   "The samples analysed (default: the calibration data); with labels, top-1 "
                   "float and quantized too")

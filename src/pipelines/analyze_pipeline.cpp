@@ -112,10 +112,12 @@ LoadedModel loadOrCalibrate(const AnalyzeOptions& o, const ProgressCallback& pro
   p.calib = o.calib;
   p.calib_batches = o.calib_batches;
   p.calib_batch = o.calib_batch;
+  p.calib_shuffle_seed = o.calib_shuffle_seed;
   PtqResult ptq = quantizeModel(p, progress);
   loaded.model = std::move(ptq.model);
   loaded.calibration = {{"data", ptq.report.calibration.data},
                         {"samples", ptq.report.calibration.samples}};
+  if (o.calib_shuffle_seed) loaded.calibration["shuffle_seed"] = *o.calib_shuffle_seed;
   return loaded;
 }
 

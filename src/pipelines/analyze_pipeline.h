@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -37,7 +38,8 @@ struct AnalyzeOptions {
   DataSource calib = "fashion-mnist:train";
   int64_t calib_batches = 8;
   int64_t calib_batch = 32;
-  DataSource data;  // the samples analysed; empty: the calibration data
+  std::optional<uint64_t> calib_shuffle_seed;  // PtqOptions::calib_shuffle_seed
+  DataSource data;                             // the samples analysed; empty: the calibration data
   int64_t samples = 32;
   int64_t batch = 8;  // samples per run (a fixed batch dim's size wins)
   bool isolated = true;
