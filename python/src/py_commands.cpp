@@ -10,6 +10,7 @@
 #include "bindings.h"
 #include "core/error.h"
 #include "core/files.h"
+#include "core/peak_memory.h"
 #include "deploy/deploy.h"
 #include "ir/onnx_import.h"
 #include "passes/prepared_io.h"
@@ -81,6 +82,9 @@ py::object reportOf(Work&& work) {
     py::gil_scoped_release release;
     report = work();
   }
+  // As every CLI --json report does (cli/json_report.h), unless the pipeline measured it itself.
+  if (report.is_object() && !report.contains("peak_rss_bytes"))
+    report["peak_rss_bytes"] = peakResidentBytes();
   return toPython(report);
 }
 

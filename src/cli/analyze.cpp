@@ -15,6 +15,7 @@
 
 #include "cli/commands.h"
 #include "cli/eval_support.h"
+#include "cli/json_report.h"
 #include "core/error.h"
 #include "core/files.h"
 #include "core/utf8.h"
@@ -162,7 +163,7 @@ int runAnalyze(AnalyzeFlags& flags) {
     files.push_back(flags.write_config);
   }
   if (flags.json) {
-    std::cout << result.report.dump(2) << "\n";
+    std::cout << jsonReportText(result.report);
   } else {
     std::cout << printable(reportText(result.report, o.top, files));  // names from the file
   }

@@ -7,6 +7,7 @@
 #include <iostream>
 
 #include "cli/commands.h"
+#include "cli/json_report.h"
 #include "core/error.h"
 #include "core/files.h"
 #include "deploy/formats/table_formats.h"
@@ -41,7 +42,7 @@ int runConvert(const ConvertOptions& o) {
                              {"input", o.input},
                              {"output", o.output},
                              {"tensors", table.tensors.size()}};
-    std::cout << report.dump(2) << "\n";
+    std::cout << jsonReportText(report);
   } else {
     std::cout << "converted " << table.tensors.size() << " tensors from " << o.from << " to "
               << o.to << ": " << o.output << "\n";

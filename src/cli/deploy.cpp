@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "cli/commands.h"
+#include "cli/json_report.h"
 #include "deploy/deploy.h"
 #include "passes/prepared_io.h"
 
@@ -23,11 +24,8 @@ int runDeploy(const DeployOptions& o) {
   auto model = passes::loadPreparedModel(o.prepared);
   const deploy::DeployResult result = deploy::deployPreparedModel(*model, o.out);
   if (o.json) {
-    std::cout << nlohmann::json{{"backend", model->backend().name},
-                                {"files", result.files},
-                                {"notes", result.notes}}
-                     .dump(2)
-              << "\n";
+    std::cout << jsonReportText(nlohmann::json{
+        {"backend", model->backend().name}, {"files", result.files}, {"notes", result.notes}});
     return 0;
   }
   std::cout << "backend    " << model->backend().name << " (format "

@@ -15,6 +15,7 @@
 
 #include "cli/commands.h"
 #include "cli/eval_support.h"
+#include "cli/json_report.h"
 #include "core/error.h"
 #include "core/utf8.h"
 #include "pipelines/eval_pipeline.h"
@@ -86,7 +87,7 @@ int runEval(const EvalOptions& o, bool json, bool quiet) {
   StageProgress progress(!json && !quiet && ::isatty(STDERR_FILENO));
   const EvalReport report = pipelines::runEval(o, progress.callback());
   if (json) {
-    std::cout << pipelines::evalReportJson(o, report).dump(2) << "\n";
+    std::cout << jsonReportText(pipelines::evalReportJson(o, report));
     return 0;
   }
   std::cout << printable(textReport(o, report));  // output names from the file

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/json_report.h"
 #include "core/utf8.h"
 #include "ir/dump.h"
 #include "ir/onnx_import.h"
@@ -45,7 +46,7 @@ int runInspect(const InspectOptions& o) {
   const auto unsupported = report["unsupported"].get<std::vector<std::string>>();
 
   if (o.json) {
-    std::cout << report.dump(2) << "\n";
+    std::cout << jsonReportText(report);
     return 0;
   }
   std::cout << "model       " << o.model << "\n"

@@ -18,6 +18,7 @@
 #include "algos/algo_passes.h"
 #include "cli/commands.h"
 #include "cli/eval_support.h"
+#include "cli/json_report.h"
 #include "core/strings.h"
 #include "pipelines/qat_pipeline.h"
 
@@ -129,7 +130,7 @@ int runQat(QatFlags& flags) {
     const int signal = g_signal.load();
     if (lead) {
       if (flags.json) {
-        std::cout << pipelines::qatReportJson(report).dump(2) << "\n";
+        std::cout << jsonReportText(pipelines::qatReportJson(report));
       } else {
         std::cerr << "qforge: interrupted at step " << report.training.global_step << "; saved "
                   << report.checkpoint << "; continue with --resume "
@@ -139,7 +140,7 @@ int runQat(QatFlags& flags) {
     return 128 + (signal > 0 ? signal : SIGINT);
   }
   if (lead) {
-    std::cout << (flags.json ? pipelines::qatReportJson(report).dump(2) + "\n"
+    std::cout << (flags.json ? jsonReportText(pipelines::qatReportJson(report))
                              : reportText(report));
   }
   return 0;

@@ -17,6 +17,7 @@
 #include "algos/algo_passes.h"
 #include "cli/commands.h"
 #include "cli/eval_support.h"
+#include "cli/json_report.h"
 #include "core/files.h"
 #include "core/strings.h"
 #include "core/utf8.h"
@@ -318,7 +319,7 @@ int runQuantize(QuantizeFlags& flags) {
   if (!flags.report_html.empty())
     writeFileAtomically(flags.report_html, pipelines::analysisHtml(htmlReportOf(result.report)));
   if (flags.json) {
-    std::cout << pipelines::ptqReportJson(result.report).dump(2) << "\n";
+    std::cout << jsonReportText(pipelines::ptqReportJson(result.report));
   } else {
     std::cout << printable(reportText(result.report));  // node names from the file
   }

@@ -10,6 +10,7 @@
 #include <map>
 
 #include "cli/commands.h"
+#include "cli/json_report.h"
 #include "core/error.h"
 #include "core/utf8.h"
 #include "exec/executor.h"
@@ -146,7 +147,7 @@ int runModel(const RunOptions& o) {
   if (o.profile) report["profile"] = profileByOpType(executor.profile(), o.iterations);
   const int exit_code = all_ok ? 0 : 1;
   if (o.json) {
-    std::cout << report.dump(2) << "\n";
+    std::cout << jsonReportText(report);
     return exit_code;
   }
   std::cout << "model    " << o.model << "\nbatch    " << batch

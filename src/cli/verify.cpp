@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "cli/commands.h"
+#include "cli/json_report.h"
 #include "core/utf8.h"
 #include "pipelines/verify_pipeline.h"
 
@@ -130,7 +131,7 @@ int runVerify(const VerifyCliOptions& o) {
   const pipelines::VerifyPipelineResult result = pipelines::runVerify(p);
   const verify::VerifyReport& report = result.report;
   if (o.json) {
-    std::cout << result.json.dump(2) << "\n";
+    std::cout << jsonReportText(result.json);
   } else {
     std::cout << printable(reportText(report));  // value names from the file
     if (report.passed) {

@@ -1,7 +1,6 @@
 #include "pipelines/ptq_pipeline.h"
 
 #include <ATen/Parallel.h>
-#include <sys/resource.h>
 
 #include <algorithm>
 #include <any>
@@ -16,6 +15,7 @@
 #include "core/files.h"
 #include "core/json_reader.h"
 #include "core/output_dir.h"
+#include "core/peak_memory.h"
 #include "core/resource_limits.h"
 #include "deploy/deploy.h"
 #include "deploy/qdq_onnx.h"
@@ -28,12 +28,6 @@
 namespace qforge::pipelines {
 
 namespace {
-
-int64_t peakResidentBytes() {
-  struct rusage usage {};
-  ::getrusage(RUSAGE_SELF, &usage);
-  return static_cast<int64_t>(usage.ru_maxrss) * 1024;  // Linux reports KiB
-}
 
 // A fresh copy of the float model on every call: one is evaluated, one prepared.
 Graph loadFloatModel(const PtqOptions& o) {
