@@ -82,10 +82,7 @@ py::object reportOf(Work&& work) {
     py::gil_scoped_release release;
     report = work();
   }
-  // As every CLI --json report does (cli/json_report.h), unless the pipeline measured it itself.
-  if (report.is_object() && !report.contains("peak_rss_bytes"))
-    report["peak_rss_bytes"] = peakResidentBytes();
-  return toPython(report);
+  return toPython(withPeakResidentBytes(std::move(report)));  // as every CLI --json report
 }
 
 py::object quantize(const py::object& model, const std::string& backend, const py::object& calib,

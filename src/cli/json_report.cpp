@@ -5,9 +5,7 @@
 namespace qforge::cli {
 
 std::string jsonReportText(nlohmann::json report) {
-  if (report.is_object() && !report.contains("peak_rss_bytes"))
-    report["peak_rss_bytes"] = peakResidentBytes();
-  return report.dump(2) + "\n";
+  return withPeakResidentBytes(std::move(report)).dump(2) + "\n";
 }
 
 }  // namespace qforge::cli

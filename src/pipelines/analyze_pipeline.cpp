@@ -117,7 +117,8 @@ LoadedModel loadOrCalibrate(const AnalyzeOptions& o, const ProgressCallback& pro
   loaded.model = std::move(ptq.model);
   loaded.calibration = {{"data", ptq.report.calibration.data},
                         {"samples", ptq.report.calibration.samples}};
-  if (o.calib_shuffle_seed) loaded.calibration["shuffle_seed"] = *o.calib_shuffle_seed;
+  if (const auto seed = ptq.report.calibration.shuffle_seed)
+    loaded.calibration["shuffle_seed"] = *seed;
   return loaded;
 }
 
