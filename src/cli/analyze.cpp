@@ -195,9 +195,8 @@ std::pair<CLI::App*, std::function<int()>> addAnalyzeCommand(CLI::App& app) {
   sub->add_option("--calib-batches", o->calib_batches, "Number of calibration batches")
       ->capture_default_str();
   sub->add_option("--calib-batch", o->calib_batch, "Calibration batch size")->capture_default_str();
-  sub->add_option("--calib-shuffle", flags->calib_shuffle,
-                  "Calibrate on a random subset of --calib, shuffled with this seed")
-      ->check(CLI::NonNegativeNumber);
+  addSeedOption(sub, "--calib-shuffle", flags->calib_shuffle,
+                "Calibrate on a random subset of --calib, shuffled with this seed");
   sub->add_option("--eval", flags->data,
                   "The samples analysed (default: the calibration data); with labels, top-1 "
                   "float and quantized too")

@@ -74,4 +74,16 @@ void addBackendOption(CLI::App* command, std::string& backend) {
       ->required();
 }
 
+void addSeedOption(CLI::App* command, const std::string& name, int64_t& seed,
+                   const std::string& description) {
+  const CLI::Validator whole_from_zero(
+      [](std::string& text) -> std::string {
+        const bool digits = !text.empty() && text.size() <= 18 &&
+                            text.find_first_not_of("0123456789") == std::string::npos;
+        return digits ? "" : "a seed is a whole number from 0 up, not '" + text + "'";
+      },
+      "");
+  command->add_option(name, seed, description)->type_name("SEED")->check(whole_from_zero);
+}
+
 }  // namespace qforge::cli

@@ -50,6 +50,12 @@ inline bool takesValue(const CLI::Option& opt) {
 // The required --backend option of the commands that prepare a model: a built-in name or a file.
 void addBackendOption(CLI::App* command, std::string& backend);
 
+// A shuffle seed option (`--shuffle`, `--calib-shuffle`): a whole number from 0 up, read into
+// `seed`, which keeps its negative default ("not shuffled") when the option is absent. A bad
+// value is refused in one line naming the option.
+void addSeedOption(CLI::App* command, const std::string& name, int64_t& seed,
+                   const std::string& description);
+
 // The resource-limit flags (limit_options.cpp) on a command that reads models, and applying what
 // they said (after parsing; throws Error for a bad size).
 void addLimitOptions(CLI::App* command);

@@ -140,9 +140,8 @@ std::pair<CLI::App*, std::function<int()>> addEvalCommand(CLI::App& app) {
                   "auto: top1 for [batch, classes] outputs on labelled data without --noise, "
                   "psnr when the output has the input's shape, else none")
       ->capture_default_str();
-  sub->add_option("--shuffle", *shuffle,
-                  "Shuffle the samples with this seed (with --limit: a random subset)")
-      ->check(CLI::NonNegativeNumber);
+  addSeedOption(sub, "--shuffle", *shuffle,
+                "Shuffle the samples with this seed (with --limit: a random subset)");
   sub->add_option("--noise", o->noise,
                   "Denoising: feed sample + SIGMA * N(0,1), score against the clean sample");
   sub->add_option("--noise-seed", o->noise_seed, "Seed of --noise")->capture_default_str();

@@ -345,10 +345,9 @@ std::pair<CLI::App*, std::function<int()>> addQuantizeCommand(CLI::App& app) {
   sub->add_option("--calib-batches", o->calib_batches, "Number of calibration batches")
       ->capture_default_str();
   sub->add_option("--calib-batch", o->calib_batch, "Calibration batch size")->capture_default_str();
-  sub->add_option("--calib-shuffle", flags->calib_shuffle,
-                  "Calibrate on a random subset of --calib, shuffled with this seed (default: its "
-                  "first samples)")
-      ->check(CLI::NonNegativeNumber);
+  addSeedOption(sub, "--calib-shuffle", flags->calib_shuffle,
+                "Calibrate on a random subset of --calib, shuffled with this seed (default: its "
+                "first samples)");
   sub->add_option("--config", o->config, "Quantization config (.json, .yaml): overrides per node")
       ->type_name(value_type::kFile);
   sub->add_option("--eval", flags->eval, "Evaluate float and quantized models on this data")

@@ -467,6 +467,10 @@ std::vector<Case> matrix() {
       "--calib-batches");
   add(f, "calib-batch zero", q.substr(0, q.find("--calib-batches")) + "--calib-batch 0" + out,
       "--calib-batch");
+  add(f, "calibration seed negative", q + "--calib-shuffle -3" + out,
+      "--calib-shuffle: a seed is a whole number from 0 up, not '-3'");
+  add(f, "shuffle seed not a number", "eval " + resnet + " --shuffle x",
+      "--shuffle: a seed is a whole number from 0 up, not 'x'");
   add(f, "unknown pass", q + "--passes frob" + out, "frob");
   add(f, "unknown algorithm", q + "--algo frob" + out, "frob");
   add(f, "bad cache limit", q + "--algo adaround --cache-limit lots" + out,
