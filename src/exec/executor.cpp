@@ -168,10 +168,11 @@ namespace {
 // the graph's initializer passed through Identity, a hook that kept it) can still see the data.
 constexpr long kExecutorHandles = 2;
 
-// Only the executor sees this tensor and its storage, and the tensor covers all of it.
+// Only the executor sees this tensor and its storage, and the tensor covers all of it (in any
+// dense layout: convolutions leave their outputs channels-last).
 bool soleOwner(const at::Tensor& t) {
   return t.defined() && t.use_count() == kExecutorHandles && t.storage().use_count() == 1 &&
-         t.is_contiguous() && t.storage_offset() == 0 &&
+         t.is_non_overlapping_and_dense() && t.storage_offset() == 0 &&
          t.storage().nbytes() == static_cast<size_t>(t.numel()) * t.element_size();
 }
 

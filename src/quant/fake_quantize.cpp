@@ -7,6 +7,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "core/memory_order.h"
 #include "quant/affine_kernels.h"
 #include "quant/autograd_util.h"
 
@@ -24,12 +25,29 @@ AffineGrid gridFor(const at::Tensor& x, const QParams& params, const QScheme& sc
   return makeAffineGrid(x, scheme, toDoubles(params.scale), toDoubles(params.zero_point), who);
 }
 
-at::Tensor floatingContiguous(const at::Tensor& x, const char* who) {
+void checkFloatingInput(const at::Tensor& x, const char* who) {
   require(x.defined(), std::string(who) + ": input tensor is undefined");
   require(x.scalar_type() == at::kFloat || x.scalar_type() == at::kDouble,
           std::string(who) + ": input must be float32 or float64, got " +
               std::string(c10::toString(x.scalar_type())));
+}
+
+at::Tensor floatingContiguous(const at::Tensor& x, const char* who) {
+  checkFloatingInput(x, who);
   return x.contiguous();
+}
+
+// The kernels walk contiguous memory. A per-tensor grid treats every element alike, so a
+// channels-last tensor is read in memory order without a copy (and the result keeps its layout);
+// a per-channel grid needs the channel axis where the tensor's shape says it is.
+at::Tensor floatingKernelInput(const at::Tensor& x, const QScheme& scheme, const char* who) {
+  checkFloatingInput(x, who);
+  return scheme.perChannel() ? x.contiguous() : inMemoryOrder(x);
+}
+
+// The kernel's result for floatingKernelInput(x, scheme), in x's shape.
+at::Tensor kernelResult(const at::Tensor& y, const at::Tensor& x, const QScheme& scheme) {
+  return scheme.perChannel() ? y.view(x.sizes()) : fromMemoryOrder(y, x);
 }
 
 class FixedFakeQuantizeFn : public torch::autograd::Function<FixedFakeQuantizeFn> {
@@ -116,9 +134,9 @@ class StraightThroughFn : public torch::autograd::Function<StraightThroughFn> {
 }  // namespace
 
 at::Tensor fakeQuantize(const at::Tensor& x, const QParams& params, const QScheme& scheme) {
-  const at::Tensor input = floatingContiguous(x, "fake quantize");
+  const at::Tensor input = floatingKernelInput(x, scheme, "fake quantize");
   const AffineGrid grid = gridFor(input, params, scheme, "fake quantize");
-  return FixedFakeQuantizeFn::apply(input, grid).view(x.sizes());
+  return kernelResult(FixedFakeQuantizeFn::apply(input, grid), x, scheme);
 }
 
 void fakeQuantizeOut(const at::Tensor& x, const QParams& params, const QScheme& scheme,
@@ -161,7 +179,7 @@ at::Tensor learnableFakeQuantize(const at::Tensor& x, const at::Tensor& scale,
                                  const at::Tensor& zero_point, const QScheme& scheme,
                                  double grad_factor) {
   scheme.validate();
-  const at::Tensor input = floatingContiguous(x, "learnable fake quantize");
+  const at::Tensor input = floatingKernelInput(x, scheme, "learnable fake quantize");
   require(scale.defined() && zero_point.defined() && scale.numel() == zero_point.numel(),
           "learnable fake quantize: scale and zero point must have the same number of values");
   std::vector<double> zps = toDoubles(zero_point);
@@ -171,8 +189,8 @@ at::Tensor learnableFakeQuantize(const at::Tensor& x, const at::Tensor& scale,
   }
   const AffineGrid grid =
       makeAffineGrid(input, scheme, toDoubles(scale), std::move(zps), "learnable fake quantize");
-  return LearnableFakeQuantizeFn::apply(input, scale, zero_point, grid, grad_factor)
-      .view(x.sizes());
+  return kernelResult(LearnableFakeQuantizeFn::apply(input, scale, zero_point, grid, grad_factor),
+                      x, scheme);
 }
 
 at::Tensor straightThrough(const at::Tensor& x, const at::Tensor& values, const at::Tensor& mask) {

@@ -1,6 +1,7 @@
 #include "quant/observer.h"
 
 #include "core/error.h"
+#include "core/memory_order.h"
 
 namespace qforge {
 namespace quant {
@@ -31,7 +32,9 @@ void Observer::observe(const at::Tensor& x) {
   }
   at::Tensor data = x.detach();
   if (data.scalar_type() != at::kFloat) data = data.to(at::kFloat);
-  data = data.contiguous();
+  // Per-tensor statistics do not depend on where a value sits: a channels-last activation is
+  // read in memory order rather than copied.
+  data = scheme_.perChannel() ? data.contiguous() : inMemoryOrder(data);
   if (scheme_.perChannel()) {
     if (scheme_.axis >= data.dim()) {
       fail("per-channel axis " + std::to_string(scheme_.axis) +

@@ -274,6 +274,48 @@ TEST(FakeQuantizeTest, NonContiguousInputKeepsShape) {
   EXPECT_TRUE(at::equal(y, fakeQuantize(x.contiguous(), params, s)));
 }
 
+// Convolution outputs arrive channels-last. Per-tensor quantization reads them in place and keeps
+// their layout; per-channel quantization on axis 1 finds each channel where the shape says it is.
+// Both equal ATen's kernels on the same logical tensor.
+TEST(FakeQuantizeTest, ChannelsLastInputsEqualATenAndKeepTheirLayout) {
+  at::manual_seed(5);
+  const at::Tensor x = (at::randn({2, 3, 4, 5}) * 3.0f).contiguous(at::MemoryFormat::ChannelsLast);
+  const QScheme per_tensor = atenScheme(8, false);
+  const at::Tensor y = fakeQuantize(x, makeQParams({0.04f}, {3}), per_tensor);
+  EXPECT_TRUE(y.is_contiguous(at::MemoryFormat::ChannelsLast));
+  EXPECT_TRUE(
+      at::equal(y, at::fake_quantize_per_tensor_affine(x.contiguous(), 0.04f, 3, -128, 127)));
+
+  const QScheme per_channel = atenScheme(4, false, 1);
+  const at::Tensor scale = at::tensor({0.3f, 0.1f, 0.5f});
+  const at::Tensor zp = at::tensor({-2, 0, 5}, at::kLong);
+  EXPECT_TRUE(at::equal(
+      fakeQuantize(x, QParams{scale, zp}, per_channel),
+      at::fake_quantize_per_channel_affine(x.contiguous(), scale, zp.to(at::kInt), 1, -8, 7)));
+}
+
+TEST(FakeQuantizeTest, LearnableOnChannelsLastInputsHasATensGradients) {
+  at::manual_seed(6);
+  const QScheme s = atenScheme(8, true);
+  const at::Tensor x0 = at::randn({2, 4, 3, 3}) * 2.0f;
+  at::Tensor x_ours = x0.contiguous(at::MemoryFormat::ChannelsLast).requires_grad_(true);
+  at::Tensor x_aten = x0.clone().requires_grad_(true);
+  at::Tensor s_ours = at::full({1}, 0.03f).requires_grad_(true);
+  at::Tensor s_aten = at::full({1}, 0.03f).requires_grad_(true);
+  at::Tensor z_ours = at::full({1}, 120.0f).requires_grad_(true);
+  at::Tensor z_aten = at::full({1}, 120.0f).requires_grad_(true);
+  const at::Tensor y_ours = learnableFakeQuantize(x_ours, s_ours, z_ours, s, 1.0);
+  const at::Tensor y_aten =
+      at::_fake_quantize_learnable_per_tensor_affine(x_aten, s_aten, z_aten, 0, 255, 1.0);
+  ASSERT_TRUE(at::equal(y_ours, y_aten));
+  const at::Tensor w = at::randn({2, 4, 3, 3});
+  torch::autograd::backward({(y_ours * w).sum()});
+  torch::autograd::backward({(y_aten * w).sum()});
+  EXPECT_TRUE(at::equal(x_ours.grad(), x_aten.grad()));
+  EXPECT_NEAR(s_ours.grad().item<float>(), s_aten.grad().item<float>(),
+              1e-4 * std::abs(s_aten.grad().item<float>()) + 1e-6);
+}
+
 TEST(FakeQuantizeTest, RefusesBadParameters) {
   QScheme s = QScheme::int8Symmetric();
   const at::Tensor x = at::randn({4, 3});

@@ -113,6 +113,28 @@ TEST(MinMaxObserverTest, PerChannelOnAxis1) {
   EXPECT_EQ(obs.qparams().numel(), 3);
 }
 
+// A channels-last activation (what convolutions leave) gives the ranges of its logical values:
+// per tensor read in memory order, per channel on the axis its shape names.
+TEST(MinMaxObserverTest, ChannelsLastTensorsGiveTheirLogicalRanges) {
+  // Channel c holds c * 10 + (0 .. 11) spread over (n, h, w).
+  const at::Tensor nchw = (at::arange(3, at::kFloat).view({1, 3, 1, 1}) * 10 +
+                           at::arange(12, at::kFloat).view({2, 1, 2, 3}))
+                              .contiguous();
+  const at::Tensor x = nchw.contiguous(at::MemoryFormat::ChannelsLast);
+  MinMaxObserver whole("x", uint8());
+  whole.observe(x);
+  auto [lo, hi] = whole.range();
+  EXPECT_EQ(lo.item<float>(), 0.0f);
+  EXPECT_EQ(hi.item<float>(), 31.0f);
+  QScheme s = QScheme::int8Symmetric();
+  s.axis = 1;
+  MinMaxObserver channels("x", s);
+  channels.observe(x);
+  auto [clo, chi] = channels.range();
+  EXPECT_TRUE(at::equal(clo, at::tensor({0.0f, 10.0f, 20.0f})));
+  EXPECT_TRUE(at::equal(chi, at::tensor({11.0f, 21.0f, 31.0f})));
+}
+
 TEST(EmaMinMaxObserverTest, MovingAverageOfBatchRanges) {
   EmaMinMaxObserver obs("x", uint8(), 0.9);
   obs.observe(at::tensor({-1.0f, 1.0f}));

@@ -3,8 +3,10 @@
 // The common cases call the same ATen entry points as PyTorch eager (at::convolution, at::addmm,
 // at::matmul) with no extra copies, because the executor is benchmarked against eager. Only
 // what ATen cannot express (asymmetric pads, ConvTranspose crops outside its padding rules) takes
-// a slower path with an explicit pad or crop.
+// a slower path with an explicit pad or crop. Inference 2-D convolutions go to oneDNN in
+// channels-last layout (see inferenceConv2d).
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
 
 #include <algorithm>
 #include <cctype>
@@ -64,6 +66,32 @@ void checkBias(const OpContext& ctx, const at::Tensor& bias, int64_t out_channel
   }
 }
 
+// A float32 2-D convolution that no gradient flows through.
+bool inferenceConv2d(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias) {
+  const bool float32 = x.scalar_type() == at::kFloat && w.scalar_type() == at::kFloat &&
+                       (!bias.defined() || bias.scalar_type() == at::kFloat);
+  const bool needs_grad = at::GradMode::is_enabled() && (x.requires_grad() || w.requires_grad() ||
+                                                         (bias.defined() && bias.requires_grad()));
+  return at::hasMKLDNN() && x.dim() == 4 && x.numel() > 0 && float32 && !needs_grad;
+}
+
+// at::convolution, except that a float inference 2-D convolution calls oneDNN directly in
+// channels-last layout, and its output stays channels-last for the ops after it (every ATen op
+// reads any layout; the logical NCHW shape is unchanged). In NCHW, or when ATen's heuristics send
+// a 1x1 convolution at batch 1 to its reference-BLAS path, it is several times slower on
+// MobileNet-style layers (bench/README.md, "executor_speed_table.py").
+at::Tensor convolve(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias,
+                    const std::vector<int64_t>& strides, const std::vector<int64_t>& pads,
+                    const std::vector<int64_t>& dilations, int64_t group) {
+  if (inferenceConv2d(x, w, bias)) {
+    constexpr auto kChannelsLast = at::MemoryFormat::ChannelsLast;
+    return at::mkldnn_convolution(x.contiguous(kChannelsLast), w.contiguous(kChannelsLast), bias,
+                                  pads, strides, dilations, group);
+  }
+  return at::convolution(x, w, bias, strides, pads, dilations, /*transposed=*/false,
+                         std::vector<int64_t>(strides.size(), 0), group);
+}
+
 std::vector<at::Tensor> conv(const OpContext& ctx) {
   const at::Tensor& x = ctx.input(0);
   const at::Tensor& w = ctx.input(1);
@@ -84,12 +112,7 @@ std::vector<at::Tensor> conv(const OpContext& ctx) {
   }
   const ops::WindowGeometry g =
       ops::resolveWindowGeometry(ctx, x.sizes().slice(2), w.sizes().slice(2));
-  const std::vector<int64_t> no_output_padding(rank, 0);
-  if (g.symmetric()) {
-    // The eager path: exactly what torch.nn.functional.conv{1,2,3}d runs.
-    return {at::convolution(x, w, bias, g.strides, g.pads_begin, g.dilations, /*transposed=*/false,
-                            no_output_padding, group)};
-  }
+  if (g.symmetric()) return {convolve(x, w, bias, g.strides, g.pads_begin, g.dilations, group)};
   // ATen pads symmetrically: let it do the common part and pad only the excess explicitly.
   ops::WindowGeometry excess = g;
   std::vector<int64_t> common(rank);
@@ -98,8 +121,8 @@ std::vector<at::Tensor> conv(const OpContext& ctx) {
     excess.pads_begin[i] -= common[i];
     excess.pads_end[i] -= common[i];
   }
-  return {at::convolution(ops::padSpatial(x, excess, 0.0), w, bias, g.strides, common, g.dilations,
-                          /*transposed=*/false, no_output_padding, group)};
+  return {
+      convolve(ops::padSpatial(x, excess, 0.0), w, bias, g.strides, common, g.dilations, group)};
 }
 
 std::vector<int64_t> perDimAttr(const OpContext& ctx, const std::string& name, int64_t rank,

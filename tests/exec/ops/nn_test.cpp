@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "exec/executor.h"
 #include "exec/op_info.h"
 #include "support/op_test_helpers.h"
 
@@ -79,6 +80,84 @@ TEST(ConvTest, DepthwiseConvolution) {
   SingleOp op("Conv", 11, {f32({1, 2, 3, 4, 5, 6}, {1, 2, 1, 3}), f32({1, 1, 1, -1}, {2, 1, 1, 2})},
               {Attribute::makeInt("group", 2)});
   expectValuesNear(run1(op), {1, 2, 1, 2}, {3, 5, -1, -1});
+}
+
+// Direct summation in double: out[n, o, y, x] = b[o] + sum over the group's input channels and
+// the kernel of in[n, i, y * s - pad_top + ky, x * s - pad_left + kx] * w[o, i', ky, kx].
+at::Tensor directConv2d(const at::Tensor& in, const at::Tensor& w, const at::Tensor& b,
+                        int64_t stride, std::vector<int64_t> pads /* top, left, bottom, right */,
+                        int64_t group) {
+  const at::Tensor x = in.to(at::kDouble).contiguous();
+  const at::Tensor k = w.to(at::kDouble).contiguous();
+  const int64_t n = x.size(0), h = x.size(2), wd = x.size(3);
+  const int64_t m = k.size(0), cg = k.size(1), kh = k.size(2), kw = k.size(3);
+  const int64_t oh = (h + pads[0] + pads[2] - kh) / stride + 1;
+  const int64_t ow = (wd + pads[1] + pads[3] - kw) / stride + 1;
+  at::Tensor out = at::zeros({n, m, oh, ow}, at::kDouble);
+  auto X = x.accessor<double, 4>();
+  auto K = k.accessor<double, 4>();
+  auto Y = out.accessor<double, 4>();
+  for (int64_t b0 = 0; b0 < n; ++b0)
+    for (int64_t o = 0; o < m; ++o)
+      for (int64_t y = 0; y < oh; ++y)
+        for (int64_t xx = 0; xx < ow; ++xx) {
+          double sum = b.defined() ? b[o].item<double>() : 0.0;
+          for (int64_t i = 0; i < cg; ++i)
+            for (int64_t ky = 0; ky < kh; ++ky)
+              for (int64_t kx = 0; kx < kw; ++kx) {
+                const int64_t r = y * stride - pads[0] + ky, c = xx * stride - pads[1] + kx;
+                if (r < 0 || r >= h || c < 0 || c >= wd) continue;
+                sum += X[b0][(o / (m / group)) * cg + i][r][c] * K[o][i][ky][kx];
+              }
+          Y[b0][o][y][xx] = sum;
+        }
+  return out.to(at::kFloat);
+}
+
+// Inference convolutions run in oneDNN's channels-last layout: the shapes ATen's own heuristics
+// would send elsewhere (a 1x1 at batch 1, depthwise, asymmetric pads) give the direct sums, in
+// the logical NCHW shape, with channels-last strides for the ops after them.
+TEST(ConvTest, InferenceConvolutionsAreChannelsLastAndEqualDirectSums) {
+  struct Case {
+    const char* what;
+    std::vector<int64_t> x_shape, w_shape;
+    int64_t stride, group;
+    std::vector<int64_t> pads;
+  };
+  const std::vector<Case> cases = {
+      {"1x1 at batch 1", {1, 16, 5, 5}, {24, 16, 1, 1}, 1, 1, {0, 0, 0, 0}},
+      {"depthwise 3x3 stride 2", {2, 8, 9, 9}, {8, 1, 3, 3}, 2, 8, {1, 1, 1, 1}},
+      {"grouped 3x3", {2, 6, 6, 6}, {4, 3, 3, 3}, 1, 2, {1, 1, 1, 1}},
+      {"asymmetric pads", {1, 3, 7, 6}, {5, 3, 3, 2}, 1, 1, {0, 1, 2, 0}},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    at::manual_seed(7);
+    const at::Tensor x = at::randn(c.x_shape), w = at::randn(c.w_shape),
+                     b = at::randn({c.w_shape[0]});
+    SingleOp op("Conv", 13, {x, w, b},
+                {ints("strides", {c.stride, c.stride}), ints("pads", c.pads),
+                 Attribute::makeInt("group", c.group)});
+    const at::Tensor y = run1(op);
+    EXPECT_TRUE(y.is_contiguous(at::MemoryFormat::ChannelsLast));
+    expectTensorNear(y, directConv2d(x, w, b, c.stride, c.pads, c.group), 1e-4, 1e-4);
+  }
+}
+
+// With gradients on, the convolution stays on ATen's autograd path (NCHW) and the weight's
+// gradient is the closed form: d(sum y)/dw[o, i, ky, kx] = sum of the input window it touches.
+TEST(ConvTest, TrainingConvolutionKeepsNchwAndItsGradient) {
+  const at::Tensor x = f32({1, 2, 3, 4, 5, 6, 7, 8, 9}, {1, 1, 3, 3});
+  SingleOp op("Conv", 13, {x, at::ones({1, 1, 2, 2})});
+  op.initializer_slots = {1};
+  Graph g = buildSingleOpGraph(op);
+  g.findValue("in1")->setInitializer(at::ones({1, 1, 2, 2}).requires_grad_());
+  Executor ex(g, ExecutorOptions{true});
+  const at::Tensor y = ex.run({{"in0", x}}).at("out0");
+  EXPECT_TRUE(y.is_contiguous());
+  y.sum().backward();
+  // Windows: top-left 1+2+4+5 ... the weight tap (0,0) touches 1,2,4,5; (0,1) 2,3,5,6; ...
+  expectValuesNear(g.findValue("in1")->initializer().grad(), {1, 1, 2, 2}, {12, 16, 24, 28});
 }
 
 TEST(ConvTest, OpInfoFacts) {
