@@ -1,5 +1,8 @@
 // `qforge run MODEL`: load a model, run it on deterministic sample inputs, report outputs and
-// latency. The smoke test of the whole import -> execute path.
+// latency. The smoke test of the whole import -> execute path. With --backend it times the model
+// prepared for that backend instead: with every observer on (what each calibration batch costs)
+// or quantizing (what evaluating the simulation costs), the figures bench/executor_speed_table.py
+// sets against ONNX Runtime.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <nlohmann/json.hpp>
@@ -9,6 +12,7 @@
 #include <iostream>
 #include <map>
 
+#include "backends/backend_config.h"
 #include "cli/commands.h"
 #include "cli/json_report.h"
 #include "core/error.h"
@@ -18,6 +22,8 @@
 #include "exec/sample_inputs.h"
 #include "ir/onnx_import.h"
 #include "ir/onnx_tensor.h"
+#include "passes/fake_quantize_node.h"
+#include "passes/prepare.h"
 
 namespace qforge::cli {
 
@@ -34,6 +40,8 @@ struct RunOptions {
   double atol = 1e-4;
   double rtol = 1e-4;
   std::string arithmetic = "onnx";
+  std::string backend;               // "": the float model
+  std::string mode = "calibration";  // with a backend: calibration or quantized
   bool profile = false;
   bool json = false;
 };
@@ -98,21 +106,42 @@ nlohmann::json profileByOpType(const std::vector<NodeTiming>& timings, int runs)
 int runModel(const RunOptions& o) {
   require(o.batch > 0, "--batch must be positive");
   require(o.iterations > 0 && o.warmup >= 0, "--iters must be positive and --warmup >= 0");
-  Graph graph = importOnnxFile(o.model);
-  ExecutorOptions exec_options;
-  exec_options.profile = o.profile;
   require(o.arithmetic == "onnx" || o.arithmetic == "ort",
           "--arithmetic must be 'onnx' (ONNX's reference semantics) or 'ort' (ONNX Runtime's "
           "integer kernels), not '" +
               o.arithmetic + "'");
-  Executor executor(graph, exec_options,
-                    o.arithmetic == "ort" ? ortEmulationRegistry() : OpRegistry::builtin());
+  require(o.mode == "calibration" || o.mode == "quantized",
+          "--mode must be 'calibration' (observers on) or 'quantized' (fake quantization on), "
+          "not '" +
+              o.mode + "'");
+  require(o.backend.empty() || o.arithmetic == "onnx",
+          "--arithmetic ort runs a deployed QOperator model as it is; --backend prepares a float "
+          "model, so give one of the two");
+  Graph graph = importOnnxFile(o.model);
   TensorMap feeds = sampleInputs(graph, o.batch, true, o.seed);
   loadInputFiles(graph, o.input_files, feeds);
   int64_t batch = o.batch;
   if (!feeds.empty() && feeds.begin()->second.dim() > 0) batch = feeds.begin()->second.size(0);
-  for (int i = 0; i < o.warmup; ++i)
+
+  std::unique_ptr<passes::PreparedModel> prepared;
+  if (!o.backend.empty()) {
+    prepared = passes::prepare(graph.clone(), backends::loadBackend(o.backend));
+    prepared->setMode(quant::FakeQuantMode::Calibration);
+  }
+  const OpRegistry registry =
+      prepared ? passes::registryWithFakeQuantize(
+                     [&prepared](const std::string& name) { return prepared->quantizer(name); })
+      : o.arithmetic == "ort" ? ortEmulationRegistry()
+                              : OpRegistry::builtin();
+  ExecutorOptions exec_options;
+  exec_options.profile = o.profile;
+  Executor executor(prepared ? prepared->graph() : graph, exec_options, registry);
+  // The quantized mode needs ranges: the warm-up runs calibrate them (at least one run).
+  const int warmup = prepared && o.mode == "quantized" ? std::max(o.warmup, 1) : o.warmup;
+  for (int i = 0; i < warmup; ++i)
     executor.run(feeds);
+  if (prepared && o.mode == "quantized") prepared->setMode(quant::FakeQuantMode::Quantization);
+  executor.resetProfile();
   std::vector<double> ms;
   TensorMap outputs;
   for (int i = 0; i < o.iterations; ++i) {
@@ -132,6 +161,11 @@ int runModel(const RunOptions& o) {
   report["model"] = o.model;
   report["batch"] = batch;
   report["threads"] = at::get_num_threads();
+  if (prepared) {
+    report["backend"] = prepared->backend().name;
+    report["mode"] = o.mode;
+    report["quantizers"] = prepared->quantizers().size();
+  }
   report["median_ms"] = median;
   report["min_ms"] = ms.front();
   report["outputs"] = nlohmann::json::array();
@@ -153,8 +187,13 @@ int runModel(const RunOptions& o) {
   std::cout << "model    " << o.model << "\nbatch    " << batch
             << (o.input_files.empty() ? " (sample inputs, seed " + std::to_string(o.seed) + ")"
                                       : " (inputs from files)")
-            << "\nthreads  " << at::get_num_threads() << "\nlatency  median " << median
-            << " ms, min " << ms.front() << " ms over " << o.iterations << " runs\n";
+            << "\nthreads  " << at::get_num_threads();
+  if (prepared) {
+    std::cout << "\nbackend  " << prepared->backend().name << ", " << o.mode << " mode ("
+              << prepared->quantizers().size() << " quantizers)";
+  }
+  std::cout << "\nlatency  median " << median << " ms, min " << ms.front() << " ms over "
+            << o.iterations << " runs\n";
   for (const auto& out : report["outputs"]) {
     std::cout << "output   " << printableName(out["name"].get<std::string>()) << " "
               << out["shape"].dump() << " mean " << out["mean"].get<double>() << "\n";
@@ -201,6 +240,14 @@ std::pair<CLI::App*, std::function<int()>> addRunCommand(CLI::App& app) {
   sub->add_option("--arithmetic", options->arithmetic,
                   "Quantized kernels as ONNX specifies them (onnx) or as ONNX Runtime computes "
                   "them (ort: the integer emulation)")
+      ->capture_default_str();
+  sub->add_option("--backend", options->backend,
+                  "Time the model prepared for this backend (a built-in name or a .json file) "
+                  "rather than the float model")
+      ->type_name(value_type::kBackend);
+  sub->add_option("--mode", options->mode,
+                  "With --backend: calibration (every observer on, as each calibration batch "
+                  "runs) or quantized (fake quantization on, ranges from the warm-up runs)")
       ->capture_default_str();
   sub->add_flag("--profile", options->profile, "Report time per op type");
   sub->add_flag("--json", options->json, "Print machine-readable JSON");

@@ -218,6 +218,40 @@ TEST(CliTest, RunWithWrongInputShapeNamesTheNode) {
   EXPECT_EQ(lineCount(r.out), 1u) << r.out;
 }
 
+// `run --backend` times the model prepared for a backend. With observers on (calibration) the
+// outputs are the float model's (BatchNorm folded: equal to rounding); quantizing moves them by
+// the quantization noise, a few percent of the logits at 8 bits, and never to nothing.
+TEST(CliTest, RunPreparedForABackendInCalibrationAndQuantizedModes) {
+  const std::string common = "run --json " + bundled("tiny_cnn.onnx") +
+                             " --input image=" + bundled("tiny_cnn.input.pb") +
+                             " --expect logits=" + bundled("tiny_cnn.output.pb");
+  Result calibration = runCli(common + " --backend TensorRT --mode calibration");
+  ASSERT_EQ(calibration.exit_code, 0) << calibration.out;
+  nlohmann::json c = nlohmann::json::parse(calibration.out);
+  EXPECT_EQ(c["backend"], "TensorRT");
+  EXPECT_EQ(c["mode"], "calibration");
+  EXPECT_GT(c["quantizers"].get<int>(), 2);
+  EXPECT_LT(c["expect"][0]["max_abs_diff"].get<double>(), 1e-4);
+
+  Result quantized = runCli(common + " --backend TensorRT --mode quantized --atol 1e-9 --rtol 0");
+  ASSERT_EQ(quantized.exit_code, 1) << quantized.out;  // outside a zero tolerance: it moved
+  nlohmann::json q = nlohmann::json::parse(quantized.out);
+  EXPECT_EQ(q["mode"], "quantized");
+  const double moved = q["expect"][0]["max_abs_diff"].get<double>();
+  const double scale = q["outputs"][0]["abs_sum"].get<double>() / 40.0;  // mean |logit|, 4 x 10
+  EXPECT_GT(moved, 1e-5);
+  EXPECT_LT(moved, 0.2 * scale) << "mean |logit| " << scale;
+}
+
+TEST(CliTest, RunRefusesABadModeAndABackendWithOrtArithmetic) {
+  for (const std::string args :
+       {"--backend TensorRT --mode fast", "--backend TensorRT --arithmetic ort"}) {
+    Result r = runCli("run " + bundled("tiny_cnn.onnx") + " " + args);
+    EXPECT_EQ(r.exit_code, 2) << args << ": " << r.out;
+    EXPECT_EQ(lineCount(r.out), 1u) << r.out;
+  }
+}
+
 // A mistyped command is one line on stderr naming it and the commands, exit 2; CLI11 alone
 // called it a missing subcommand (exit 106) and took `analyse --help` for the top-level help.
 TEST(CliTest, AnUnknownCommandIsOneLineNamingTheCommands) {

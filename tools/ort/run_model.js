@@ -4,13 +4,15 @@
 //
 //   node tools/ort/run_model.js --model M.onnx --input NAME FILE.npy [--input ...] --out-dir DIR
 //        [--output NAME ...] [--batch N] [--optimization disabled|basic|extended|all]
-//        [--threads N] [--ort-dir DIR] [--manifest FILE.json]
+//        [--threads N] [--ort-dir DIR] [--manifest FILE.json] [--time-runs N [--warmup N]]
 //
 // Output i (in --output order, or the model's when none is named) goes to DIR/output_<i>.npy; the
 // manifest lists each output's name, file, type and dims. --batch N runs N rows of every input at
 // a time and concatenates the outputs along the first axis. --ort-dir is the npm prefix holding
 // node_modules/onnxruntime-node (default: resolved from this script's directory). Errors are one
-// line on stderr with exit code 1 (2 for bad arguments).
+// line on stderr with exit code 1 (2 for bad arguments). --time-runs N times N more runs of the
+// first batch after --warmup untimed ones (default 2) and lists their wall times in the manifest
+// as times_ms: the peer of `qforge run` in bench/executor_speed_table.py.
 'use strict';
 const fs = require('fs');
 const path = require('path');
@@ -96,7 +98,8 @@ function writeNpy(file, tensor) {
 // ---- arguments ----
 
 function parseArgs(argv) {
-  const args = {inputs: [], outputs: [], batch: 0, optimization: 'all', threads: 0};
+  const args = {inputs: [], outputs: [], batch: 0, optimization: 'all', threads: 0, timeRuns: 0,
+                warmup: 2};
   const value = (i, flag) => {
     if (i >= argv.length) throw new UsageError(`${flag} needs a value`);
     return argv[i];
@@ -116,6 +119,8 @@ function parseArgs(argv) {
     else if (flag === '--batch') args.batch = count(value(++i, flag), flag);
     else if (flag === '--threads') args.threads = count(value(++i, flag), flag);
     else if (flag === '--optimization') args.optimization = value(++i, flag);
+    else if (flag === '--time-runs') args.timeRuns = count(value(++i, flag), flag);
+    else if (flag === '--warmup') args.warmup = count(value(++i, flag), flag);
     else throw new UsageError(`unknown argument '${flag}'`);
   }
   if (!args.model) throw new UsageError('--model is required');
@@ -182,6 +187,20 @@ function sharedRows(inputs) {
   return rows[0];
 }
 
+// ---- timing ----
+
+// Wall time of each of args.timeRuns runs on `feeds`, after args.warmup untimed ones.
+async function timeRuns(session, feeds, outputNames, args) {
+  for (let i = 0; i < args.warmup; ++i) await session.run(feeds, outputNames);
+  const times = [];
+  for (let i = 0; i < args.timeRuns; ++i) {
+    const start = process.hrtime.bigint();
+    await session.run(feeds, outputNames);
+    times.push(Number(process.hrtime.bigint() - start) / 1e6);
+  }
+  return times;
+}
+
 // ---- main ----
 
 async function main() {
@@ -213,6 +232,7 @@ async function main() {
   const step = args.batch > 0 && rows > 0 ? args.batch : Math.max(rows, 1);
   const parts = outputNames.map(() => []);
   let runs = 0;
+  let firstFeeds = null;
   for (let begin = 0; begin < Math.max(rows, 1); begin += step) {
     const end = Math.min(begin + step, rows);
     const feeds = {};
@@ -221,6 +241,7 @@ async function main() {
       const t = batched ? sliceRows(i.tensor, begin, end) : i.tensor;
       feeds[i.name] = new ort.Tensor(t.type, t.data, t.dims);
     }
+    if (firstFeeds === null) firstFeeds = feeds;
     let results;
     try {
       results = await session.run(feeds, outputNames);
@@ -236,6 +257,10 @@ async function main() {
 
   fs.mkdirSync(args.outDir, {recursive: true});
   const manifest = {runs, outputs: []};
+  if (args.timeRuns > 0) {
+    manifest.times_ms = await timeRuns(session, firstFeeds, outputNames, args);
+    manifest.peak_rss_bytes = process.resourceUsage().maxRSS * 1024;
+  }
   outputNames.forEach((name, k) => {
     const tensor = concatRows(name, parts[k]);
     const file = path.join(args.outDir, `output_${k}.npy`);

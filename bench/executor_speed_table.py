@@ -1,0 +1,200 @@
+#!/usr/bin/python3
+"""qforge's executor against ONNX Runtime (issue #19): model x batch, the same inputs and thread
+count, measured in one run. For each row: ONNX Runtime's float latency (onnxruntime-node, default
+graph optimizations, through tools/ort/run_model.js --time-runs), qforge's float latency
+(`qforge run`), qforge in calibration mode (`qforge run --backend B --mode calibration`: the model
+prepared for B with every observer on, what each calibration batch costs), the throughput ratios
+ORT / qforge (1.0: as fast as ONNX Runtime; higher is better) and each process's peak RSS.
+
+Each row is measured --rounds times with the peers alternating; a ratio is the median of the
+rounds with their range beside it (a peer's spread shows a measurement to distrust).
+
+  QFORGE_ORT_DIR=build/ort /usr/bin/python3 bench/executor_speed_table.py
+      [--models zoo_resnet,tv_mobilenet_v2] [--batches 1,8] [--rounds 3] [--iters 10]
+      [--threads N] [--backend TensorRT] [--json FILE]
+
+Models: the zoo (models/zoo, 1x28x28), torchvision ResNet-18 and MobileNetV2 at 224x224 (random
+weights; tools/export_torchvision_models.py writes them into build/models on first use) and
+U^2-NetP at 320x320 (bench/corpus/fetch.sh, when the corpus is fetched).
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import onnx
+import onnx.numpy_helper
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BUILD = os.path.join(ROOT, "build")
+
+# name -> (path, the batches measured by default)
+MODELS = {
+    "zoo_resnet": ("models/zoo/resnet.onnx", [1, 100]),
+    "zoo_mobilenet": ("models/zoo/mobilenet.onnx", [1, 100]),
+    "zoo_unet": ("models/zoo/unet.onnx", [1, 100]),
+    "zoo_vit": ("models/zoo/vit.onnx", [1, 100]),
+    "tv_resnet18": ("build/models/resnet18.onnx", [1, 8]),
+    "tv_mobilenet_v2": ("build/models/mobilenet_v2.onnx", [1, 8]),
+    "u2netp": ("build/corpus/u2netp.onnx", [1]),
+}
+
+
+def run(cmd, env=None):
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if done.returncode != 0:
+        lines = [l for l in (done.stderr or done.stdout).strip().splitlines() if l.strip()]
+        raise RuntimeError(lines[-1] if lines else f"{cmd[0]} exited with {done.returncode}")
+    return done.stdout
+
+
+def ensure_model(name, path):
+    if os.path.exists(path):
+        return True
+    if name.startswith("tv_"):
+        run(["/usr/bin/python3", os.path.join(ROOT, "tools", "export_torchvision_models.py"),
+             "--out", os.path.dirname(path)])
+    elif name == "u2netp":
+        fetch = subprocess.run([os.path.join(ROOT, "bench", "corpus", "fetch.sh"),
+                                os.path.dirname(path)], capture_output=True, text=True)
+        if fetch.returncode != 0:
+            return False
+    return os.path.exists(path)
+
+
+def write_inputs(model_path, batch, seed, out_dir):
+    """One standard-normal tensor per graph input, its batch dim set to `batch`: as .npy (for
+    ONNX Runtime) and as a TensorProto .pb (for `qforge run --input`). Returns (npy, pb) lists of
+    (name, file)."""
+    graph = onnx.load(model_path, load_external_data=False).graph
+    initializers = {t.name for t in graph.initializer}
+    rng = np.random.default_rng(seed)
+    npy, pb = [], []
+    for k, value in enumerate(i for i in graph.input if i.name not in initializers):
+        dims = [d.dim_value if d.dim_value > 0 else 0 for d in value.type.tensor_type.shape.dim]
+        if dims and dims[0] not in (0, batch):
+            raise RuntimeError(f"input '{value.name}' has a fixed batch of {dims[0]}")
+        if any(d == 0 for d in dims[1:]):
+            raise RuntimeError(f"input '{value.name}' has a free dim besides the batch")
+        shape = [batch] + dims[1:]
+        array = rng.standard_normal(shape).astype(np.float32)
+        npy_file = os.path.join(out_dir, f"input_{k}.npy")
+        pb_file = os.path.join(out_dir, f"input_{k}.pb")
+        np.save(npy_file, array)
+        with open(pb_file, "wb") as f:
+            f.write(onnx.numpy_helper.from_array(array, value.name).SerializeToString())
+        npy.append((value.name, npy_file))
+        pb.append((value.name, pb_file))
+    return npy, pb
+
+
+def time_ort(args, model, npy, work):
+    cmd = ["node", os.path.join(ROOT, "tools", "ort", "run_model.js"), "--model", model,
+           "--out-dir", os.path.join(work, "ort_out"), "--threads", str(args.threads),
+           "--time-runs", str(args.iters), "--warmup", str(args.warmup)]
+    if args.ort_dir:
+        cmd += ["--ort-dir", args.ort_dir]
+    for name, f in npy:
+        cmd += ["--input", name, f]
+    manifest = json.loads(run(cmd))
+    return statistics.median(manifest["times_ms"]), manifest["peak_rss_bytes"]
+
+
+def time_qforge(args, model, pb, extra):
+    cmd = [args.qforge, "run", model, "--iters", str(args.iters), "--warmup", str(args.warmup),
+           "--json"] + extra
+    for name, f in pb:
+        cmd += ["--input", f"{name}={f}"]
+    env = dict(os.environ, QFORGE_NUM_THREADS=str(args.threads))
+    report = json.loads(run(cmd, env))
+    return report["median_ms"], report["peak_rss_bytes"]
+
+
+def measure(args, name, model, batch):
+    with tempfile.TemporaryDirectory() as work:
+        npy, pb = write_inputs(model, batch, 0, work)
+        rounds = []
+        for _ in range(args.rounds):
+            ort_ms, ort_rss = time_ort(args, model, npy, work)
+            float_ms, float_rss = time_qforge(args, model, pb, [])
+            calib_ms, calib_rss = time_qforge(
+                args, model, pb, ["--backend", args.backend, "--mode", "calibration"])
+            rounds.append({"ort_ms": ort_ms, "float_ms": float_ms, "calib_ms": calib_ms,
+                           "ort_rss": ort_rss, "float_rss": float_rss, "calib_rss": calib_rss})
+    row = {"model": name, "batch": batch, "rounds": rounds}
+    for key in ("ort_ms", "float_ms", "calib_ms"):
+        row[key] = statistics.median(r[key] for r in rounds)
+    for peer in ("float", "calib"):
+        ratios = [r["ort_ms"] / r[f"{peer}_ms"] for r in rounds]
+        row[f"{peer}_ratio"] = statistics.median(ratios)
+        row[f"{peer}_ratio_range"] = [min(ratios), max(ratios)]
+    for key in ("ort_rss", "float_rss", "calib_rss"):
+        row[key] = max(r[key] for r in rounds)
+    return row
+
+
+def print_table(rows, args):
+    print(f"threads {args.threads}, {args.rounds} rounds of {args.iters} runs "
+          f"(+{args.warmup} warm-up), calibration mode: {args.backend}; ratio = ORT ms / qforge ms "
+          "(throughput against ONNX Runtime), median [range] over rounds\n")
+    print("| model | batch | ORT ms | qforge float ms | float ratio | calibration ms "
+          "| calibration ratio | peak RSS ORT / float / calib (MiB) |")
+    print("|---|---|---|---|---|---|---|---|")
+    mib = 1024 * 1024
+    for r in rows:
+        if "error" in r:
+            print(f"| {r['model']} | {r['batch']} | {r['error']} | | | | | |")
+            continue
+        fr, cr = r["float_ratio_range"], r["calib_ratio_range"]
+        print(f"| {r['model']} | {r['batch']} | {r['ort_ms']:.2f} | {r['float_ms']:.2f} "
+              f"| {r['float_ratio']:.2f} [{fr[0]:.2f}-{fr[1]:.2f}] | {r['calib_ms']:.2f} "
+              f"| {r['calib_ratio']:.2f} [{cr[0]:.2f}-{cr[1]:.2f}] "
+              f"| {r['ort_rss'] / mib:.0f} / {r['float_rss'] / mib:.0f} / "
+              f"{r['calib_rss'] / mib:.0f} |")
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--qforge", default=os.path.join(BUILD, "qforge"))
+    p.add_argument("--ort-dir", default=os.environ.get("QFORGE_ORT_DIR",
+                                                       os.path.join(BUILD, "ort")))
+    p.add_argument("--models", default=",".join(MODELS))
+    p.add_argument("--batches", help="comma-separated; default: each model's own")
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--iters", type=int, default=10)
+    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--threads", type=int, default=os.cpu_count())
+    p.add_argument("--backend", default="TensorRT")
+    p.add_argument("--json", help="also write the rows (every round) to this file")
+    args = p.parse_args()
+
+    rows = []
+    for name in args.models.split(","):
+        if name not in MODELS:
+            sys.exit(f"executor_speed_table.py: unknown model '{name}' (known: "
+                     f"{', '.join(MODELS)})")
+        path, batches = MODELS[name]
+        path = os.path.join(ROOT, path)
+        if args.batches:
+            batches = [int(b) for b in args.batches.split(",")]
+        if not ensure_model(name, path):
+            rows.append({"model": name, "batch": "-", "error": f"{path} is missing"})
+            continue
+        for batch in batches:
+            try:
+                rows.append(measure(args, name, path, batch))
+            except RuntimeError as e:
+                rows.append({"model": name, "batch": batch, "error": str(e)[:160]})
+            print(f"executor_speed_table.py: {name} batch {batch} done", file=sys.stderr)
+    print_table(rows, args)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
