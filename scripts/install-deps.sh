@@ -10,6 +10,11 @@ packages=(
   nlohmann-json3-dev libcli11-dev libyaml-cpp-dev googletest libgtest-dev libbenchmark-dev libstb-dev
   dataset-fashion-mnist libonnx-testdata
   python3-torch python3-torchvision python3-onnx
+  # OpenBLAS: installing it points the libblas.so.3 alternative, which Debian's libtorch calls for
+  # MatMul and Gemm, away from the reference BLAS (the zoo ViT at batch 100: 189 -> 24 ms). The
+  # OpenMP build shares libtorch's OpenMP threads; the pthread build's own pool spun against them
+  # (MobileNetV2 calibration 76 -> 70 ms, bench/executor_speed_table.py).
+  libopenblas0-openmp
   # c10d's ProcessGroupGloo headers (data-parallel QAT) include gloo's.
   libgloo-dev
   # groff renders the generated man pages in tests/cli/man_page_test.cpp (man-db pulls it in

@@ -1,6 +1,7 @@
 #include "core/threads.h"
 
 #include <ATen/Parallel.h>
+#include <dlfcn.h>
 
 #include <cstdlib>
 #include <string>
@@ -9,6 +10,20 @@
 #include "core/error.h"
 
 namespace qforge {
+
+namespace {
+
+// Debian's libtorch calls whichever BLAS the libblas.so.3 alternative points to. OpenBLAS
+// (libopenblas0-openmp, which scripts/install-deps.sh installs for MatMul and Gemm) sizes its
+// threads from the machine unless told: give it the same count as ATen's.
+void setBlasThreads(int threads) {
+  using SetThreads = void (*)(int);
+  if (auto set = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"))) {
+    set(threads);
+  }
+}
+
+}  // namespace
 
 int configureThreads() {
   int threads = static_cast<int>(std::thread::hardware_concurrency());
@@ -23,6 +38,7 @@ int configureThreads() {
     threads = static_cast<int>(requested);
   }
   at::set_num_threads(threads);
+  setBlasThreads(threads);
   return threads;
 }
 

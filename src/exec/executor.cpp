@@ -102,7 +102,7 @@ Executor::Executor(const Graph& graph, ExecutorOptions options, const OpRegistry
                        : " (the op is not supported yet)"));
     }
     if (hasSubgraphs(*node)) checkBodies(*node, graph.model, options, registry);
-    steps_.push_back(Step{node, info, opset});
+    steps_.push_back(Step{node, info, opset, false, {}});
   }
   resetProfile();
 }
@@ -278,6 +278,7 @@ TensorMap Executor::runSteps(const TensorMap& feeds, const std::vector<const Val
     std::vector<at::Tensor> results;
     {
       OpContext ctx(*s.node, s.opset, std::move(inputs));
+      ctx.setNodeState(&s.state);
       if (!options_.enable_grad) {
         ctx.setOverwritable(overwritableInputs(*s.node, ctx, reads, keep, feeds));
       }

@@ -4,6 +4,7 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <any>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -74,6 +75,7 @@ class Executor {
     int64_t opset;
     // Learnt on the first run: the op has no float16 kernel, so it runs widened to float32.
     mutable bool half_via_float = false;
+    mutable std::any state;  // OpContext::nodeState
   };
   struct HookEntry {
     int64_t id;

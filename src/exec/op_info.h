@@ -5,6 +5,7 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <any>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -35,6 +36,11 @@ class OpContext {
   // in-place activations save the same allocations.
   bool mayOverwriteInput(size_t i) const { return i < overwritable_.size() && overwritable_[i]; }
   void setOverwritable(std::vector<bool> flags) { overwritable_ = std::move(flags); }
+  // A slot the executor keeps for this node from run to run (a weight already in the layout the
+  // kernel wants); null when the op runs outside an executor's plan. The lowering owns what it
+  // puts there and must check it still matches its inputs.
+  std::any* nodeState() const { return state_; }
+  void setNodeState(std::any* state) { state_ = state; }
   // Number of declared outputs of the node (some ops, e.g. Split, produce that many).
   size_t outputCount() const { return node_.outputs().size(); }
 
@@ -59,6 +65,7 @@ class OpContext {
   int64_t opset_;
   std::vector<at::Tensor> inputs_;
   std::vector<bool> overwritable_;
+  std::any* state_ = nullptr;
 };
 
 // Lowers one node: returns one tensor per output (an undefined tensor for an unused optional

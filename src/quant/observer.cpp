@@ -30,6 +30,11 @@ void Observer::observe(const at::Tensor& x) {
     ++empty_tensors_;
     return;
   }
+  if (repeatIsNoOp() && batches_ > 0 && x._version() == last_version_ &&
+      last_seen_.lock().get() == x.unsafeGetTensorImpl()) {
+    ++batches_;  // the same values again: nothing to learn
+    return;
+  }
   at::Tensor data = x.detach();
   if (data.scalar_type() != at::kFloat) data = data.to(at::kFloat);
   // Per-tensor statistics do not depend on where a value sits: a channels-last activation is
@@ -54,6 +59,11 @@ void Observer::observe(const at::Tensor& x) {
   }
   observeBatch(data, stats);
   ++batches_;
+  if (repeatIsNoOp()) {
+    last_seen_ =
+        c10::weak_intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>(x.getIntrusivePtr());
+    last_version_ = x._version();
+  }
 }
 
 std::pair<at::Tensor, at::Tensor> Observer::range() const {
@@ -80,6 +90,8 @@ QParams Observer::computeQParams() const {
 }
 
 void Observer::reset() {
+  last_seen_.reset();
+  last_version_ = -1;
   batches_ = 0;
   empty_tensors_ = 0;
   channels_ = 1;

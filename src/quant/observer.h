@@ -50,6 +50,10 @@ class Observer {
   virtual std::pair<at::Tensor, at::Tensor> computeRange() const = 0;
   // Default: qparamsFromMinMax(range). Observers that pick a scale directly override this.
   virtual QParams computeQParams() const;
+  // True when observing a tensor a second time leaves the state as it was (a running min/max).
+  // Such an observer skips the tensor it has just seen when it comes back unchanged: a weight,
+  // which calibration feeds it on every batch, is then read once.
+  virtual bool repeatIsNoOp() const { return false; }
   virtual void resetState() = 0;
 
   // Widens the running range [min, max] to include [lo, hi]; an undefined range takes [lo, hi].
@@ -76,6 +80,11 @@ class Observer {
   int64_t batches_ = 0;
   int64_t empty_tensors_ = 0;
   int64_t channels_ = 1;
+  // The last tensor observed, for repeatIsNoOp observers: a weak reference (an activation must
+  // stay the executor's alone, to be overwritten in place) and the version it had.
+  c10::weak_intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl> last_seen_{
+      c10::intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>()};
+  int64_t last_version_ = -1;
 };
 
 }  // namespace quant

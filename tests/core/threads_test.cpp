@@ -1,6 +1,7 @@
 #include "core/threads.h"
 
 #include <ATen/Parallel.h>
+#include <dlfcn.h>
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -34,6 +35,20 @@ TEST_F(ThreadsTest, DefaultsToAllCores) {
   const int cores = static_cast<int>(std::thread::hardware_concurrency());
   EXPECT_EQ(configureThreads(), cores);
   EXPECT_EQ(at::get_num_threads(), cores);
+}
+
+// libtorch's MatMul runs on the BLAS behind libblas.so.3, which scripts/install-deps.sh makes
+// OpenBLAS; its own thread pool follows QFORGE_NUM_THREADS too.
+TEST_F(ThreadsTest, OpenBlasIsLoadedAndUsesTheSameThreadCount) {
+  using GetThreads = int (*)();
+  auto get = reinterpret_cast<GetThreads>(dlsym(RTLD_DEFAULT, "openblas_get_num_threads"));
+  ASSERT_NE(get, nullptr) << "libblas.so.3 is not OpenBLAS: run scripts/install-deps.sh";
+  setenv("QFORGE_NUM_THREADS", "1", 1);
+  configureThreads();
+  EXPECT_EQ(get(), 1);
+  setenv("QFORGE_NUM_THREADS", "2", 1);
+  configureThreads();
+  EXPECT_EQ(get(), 2);
 }
 
 TEST_F(ThreadsTest, EnvironmentOverrides) {

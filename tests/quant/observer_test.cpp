@@ -135,6 +135,32 @@ TEST(MinMaxObserverTest, ChannelsLastTensorsGiveTheirLogicalRanges) {
   EXPECT_TRUE(at::equal(chi, at::tensor({11.0f, 21.0f, 31.0f})));
 }
 
+// Calibration feeds a weight's observer the same tensor on every batch. A running min/max learns
+// nothing from it the second time, so the tensor is not read again until it changes: here a NaN
+// written behind ATen's back (no version bump) goes unseen, while an in-place update through ATen
+// (a new version) or another tensor with the same values is read.
+TEST(MinMaxObserverTest, AnUnchangedTensorIsReadOnceAndAChangedOneAgain) {
+  at::Tensor w = at::tensor({-1.0f, 2.0f, 0.5f});
+  MinMaxObserver obs("w", uint8());
+  obs.observe(w);
+  w.data_ptr<float>()[2] = std::nanf("");
+  obs.observe(w);  // not read: no NaN error
+  EXPECT_EQ(obs.batches(), 2);
+  w.data_ptr<float>()[2] = 0.5f;
+  w.mul_(3.0f);  // version bump
+  obs.observe(w);
+  auto [lo, hi] = obs.range();
+  EXPECT_EQ(lo.item<float>(), -3.0f);
+  EXPECT_EQ(hi.item<float>(), 6.0f);
+  expectErrorContaining([&] { obs.observe(at::tensor({1.0f, std::nanf("")})); }, {"NaN"});
+  // EMA observers read every batch: averaging the same range again is not a no-op in general.
+  EmaMinMaxObserver ema("a", uint8(), 0.5);
+  at::Tensor a = at::tensor({0.0f, 4.0f});
+  ema.observe(a);
+  a.data_ptr<float>()[1] = std::nanf("");
+  expectErrorContaining([&] { ema.observe(a); }, {"NaN"});
+}
+
 TEST(EmaMinMaxObserverTest, MovingAverageOfBatchRanges) {
   EmaMinMaxObserver obs("x", uint8(), 0.9);
   obs.observe(at::tensor({-1.0f, 1.0f}));

@@ -9,6 +9,7 @@
 #include <ATen/core/grad_mode.h>
 
 #include <algorithm>
+#include <any>
 #include <cctype>
 #include <cstdint>
 #include <string>
@@ -75,18 +76,44 @@ bool inferenceConv2d(const at::Tensor& x, const at::Tensor& w, const at::Tensor&
   return at::hasMKLDNN() && x.dim() == 4 && x.numel() > 0 && float32 && !needs_grad;
 }
 
+// A weight initializer in channels-last layout, kept in the node's state until the initializer
+// is replaced or changed in place: converting a 3x3 weight on every call cost more than the
+// convolution itself at batch 1 (ResNet's 512-channel layers).
+struct ChannelsLastWeight {
+  at::Tensor source;  // held, so that its address cannot be reused by another tensor
+  int64_t version = 0;
+  at::Tensor weight;
+};
+
+at::Tensor channelsLastWeight(const OpContext& ctx, const at::Tensor& w) {
+  constexpr auto kChannelsLast = at::MemoryFormat::ChannelsLast;
+  if (w.is_contiguous(kChannelsLast)) return w;  // 1x1 and depthwise weights already are
+  std::any* state = ctx.nodeState();
+  const Value* source = ctx.node().inputs()[1];
+  if (state == nullptr || source == nullptr || !source->isInitializer()) {
+    return w.contiguous(kChannelsLast);
+  }
+  auto* cached = std::any_cast<ChannelsLastWeight>(state);
+  if (cached == nullptr || !cached->source.is_same(w) || cached->version != w._version()) {
+    *state = ChannelsLastWeight{w, w._version(), w.contiguous(kChannelsLast)};
+    cached = std::any_cast<ChannelsLastWeight>(state);
+  }
+  return cached->weight;
+}
+
 // at::convolution, except that a float inference 2-D convolution calls oneDNN directly in
 // channels-last layout, and its output stays channels-last for the ops after it (every ATen op
 // reads any layout; the logical NCHW shape is unchanged). In NCHW, or when ATen's heuristics send
 // a 1x1 convolution at batch 1 to its reference-BLAS path, it is several times slower on
 // MobileNet-style layers (bench/README.md, "executor_speed_table.py").
-at::Tensor convolve(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias,
-                    const std::vector<int64_t>& strides, const std::vector<int64_t>& pads,
-                    const std::vector<int64_t>& dilations, int64_t group) {
+at::Tensor convolve(const OpContext& ctx, const at::Tensor& x, const at::Tensor& w,
+                    const at::Tensor& bias, const std::vector<int64_t>& strides,
+                    const std::vector<int64_t>& pads, const std::vector<int64_t>& dilations,
+                    int64_t group) {
   if (inferenceConv2d(x, w, bias)) {
-    constexpr auto kChannelsLast = at::MemoryFormat::ChannelsLast;
-    return at::mkldnn_convolution(x.contiguous(kChannelsLast), w.contiguous(kChannelsLast), bias,
-                                  pads, strides, dilations, group);
+    return at::mkldnn_convolution(x.contiguous(at::MemoryFormat::ChannelsLast),
+                                  channelsLastWeight(ctx, w), bias, pads, strides, dilations,
+                                  group);
   }
   return at::convolution(x, w, bias, strides, pads, dilations, /*transposed=*/false,
                          std::vector<int64_t>(strides.size(), 0), group);
@@ -112,7 +139,8 @@ std::vector<at::Tensor> conv(const OpContext& ctx) {
   }
   const ops::WindowGeometry g =
       ops::resolveWindowGeometry(ctx, x.sizes().slice(2), w.sizes().slice(2));
-  if (g.symmetric()) return {convolve(x, w, bias, g.strides, g.pads_begin, g.dilations, group)};
+  if (g.symmetric())
+    return {convolve(ctx, x, w, bias, g.strides, g.pads_begin, g.dilations, group)};
   // ATen pads symmetrically: let it do the common part and pad only the excess explicitly.
   ops::WindowGeometry excess = g;
   std::vector<int64_t> common(rank);
@@ -121,8 +149,8 @@ std::vector<at::Tensor> conv(const OpContext& ctx) {
     excess.pads_begin[i] -= common[i];
     excess.pads_end[i] -= common[i];
   }
-  return {
-      convolve(ops::padSpatial(x, excess, 0.0), w, bias, g.strides, common, g.dilations, group)};
+  return {convolve(ctx, ops::padSpatial(x, excess, 0.0), w, bias, g.strides, common, g.dilations,
+                   group)};
 }
 
 std::vector<int64_t> perDimAttr(const OpContext& ctx, const std::string& name, int64_t rank,

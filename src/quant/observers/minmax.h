@@ -15,6 +15,7 @@ class MinMaxObserver : public Observer {
   void observeBatch(const at::Tensor& x, const MinMax& stats) override;
   std::pair<at::Tensor, at::Tensor> computeRange() const override;
   void resetState() override;
+  bool repeatIsNoOp() const override { return true; }
 
  private:
   at::Tensor min_, max_;
