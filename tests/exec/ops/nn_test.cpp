@@ -160,6 +160,27 @@ TEST(ConvTest, TrainingConvolutionKeepsNchwAndItsGradient) {
   expectValuesNear(g.findValue("in1")->initializer().grad(), {1, 1, 2, 2}, {12, 16, 24, 28});
 }
 
+// The executor keeps a 3x3 weight initializer in channels-last layout between runs; an update in
+// place (a new version) or a new initializer must be seen on the next run, as without the copy.
+TEST(ConvTest, AWeightChangedBetweenRunsIsSeen) {
+  at::manual_seed(9);
+  const at::Tensor x = at::randn({1, 4, 6, 6});
+  at::Tensor w = at::randn({3, 4, 3, 3});
+  SingleOp op("Conv", 13, {x, w}, {ints("pads", {1, 1, 1, 1})});
+  op.initializer_slots = {1};
+  Graph g = buildSingleOpGraph(op);
+  g.findValue("in1")->setInitializer(w);
+  Executor ex(g);
+  const std::vector<int64_t> pads = {1, 1, 1, 1};
+  expectTensorNear(ex.run({{"in0", x}}).at("out0"), directConv2d(x, w, {}, 1, pads, 1), 1e-4, 1e-4);
+  w.mul_(-2.0f);
+  expectTensorNear(ex.run({{"in0", x}}).at("out0"), directConv2d(x, w, {}, 1, pads, 1), 1e-4, 1e-4);
+  const at::Tensor other = at::randn({3, 4, 3, 3});
+  g.findValue("in1")->setInitializer(other);
+  expectTensorNear(ex.run({{"in0", x}}).at("out0"), directConv2d(x, other, {}, 1, pads, 1), 1e-4,
+                   1e-4);
+}
+
 TEST(ConvTest, OpInfoFacts) {
   const OpInfo* info = OpRegistry::builtin().find("", "Conv", 13);
   ASSERT_NE(info, nullptr);
