@@ -1,6 +1,7 @@
 #include "verify/trace.h"
 
 #include <algorithm>
+#include <functional>
 #include <set>
 
 #include "algos/model_feeds.h"
@@ -41,6 +42,63 @@ std::vector<Divergence> tensorDifferences(const std::vector<TensorPair>& pairs) 
                              static_cast<int64_t>(pairs.size()),
                              (diff > 1.0).to(at::kDouble).mean().item<double>()});
   }
+  return out;
+}
+
+// Bytes one chunk of a traced comparison may hold. Holding every compared tensor of both runs at
+// once took 16 GB on U^2-NetP at 320x320 (196 tensors); a chunk reruns both models on the traced
+// samples for its own tensors only.
+constexpr int64_t kChunkBytes = int64_t{1} << 30;
+// Per compared element held: the simulation's levels (float: exact up to 2^24) and ORT's integer,
+// with room for the one value being converted.
+constexpr int64_t kBytesPerElement = 6;
+
+// Elements of each of `names` on `feeds`: one run of `executor` whose hooks record sizes and keep
+// nothing (values no output depends on are not computed and count 0).
+std::vector<int64_t> elementCounts(Executor& executor, const TensorMap& feeds,
+                                   const std::vector<std::string>& names, int64_t fixed_batch,
+                                   const TensorMap& overrides = {}) {
+  std::vector<int64_t> counts(names.size(), 0);
+  std::vector<int64_t> hooks;
+  for (size_t i = 0; i < names.size(); ++i) {
+    hooks.push_back(executor.addHook(names[i], [&counts, i](const Value&, const at::Tensor& t) {
+      counts[i] += t.numel();
+      return t;
+    }));
+  }
+  try {
+    algos::runInBatches(executor, feeds, {}, fixed_batch, overrides);
+  } catch (...) {
+    for (int64_t id : hooks)
+      executor.removeHook(id);
+    throw;
+  }
+  for (int64_t id : hooks)
+    executor.removeHook(id);
+  return counts;
+}
+
+// The pairs of compared tensors [begin, end) (in graph order), run for those tensors only.
+using ChunkPairs = std::function<std::vector<TensorPair>(size_t begin, size_t end)>;
+
+// tensorDifferences over the tensors whose element counts are `elements`, in chunks of at most
+// kChunkBytes (at least one tensor each).
+std::vector<Divergence> differencesInChunks(const std::vector<int64_t>& elements,
+                                            const ChunkPairs& pairs_of) {
+  std::vector<Divergence> out;
+  for (size_t begin = 0; begin < elements.size();) {
+    size_t end = begin + 1;
+    int64_t bytes = elements[begin] * kBytesPerElement;
+    while (end < elements.size() && bytes + elements[end] * kBytesPerElement <= kChunkBytes)
+      bytes += elements[end++] * kBytesPerElement;
+    for (Divergence d : tensorDifferences(pairs_of(begin, end))) {
+      d.index = static_cast<int64_t>(out.size());
+      out.push_back(d);
+    }
+    begin = end;
+  }
+  for (Divergence& d : out)
+    d.compared = static_cast<int64_t>(out.size());
   return out;
 }
 
@@ -125,29 +183,40 @@ std::vector<Divergence> traceQdq(const TraceContext& context, passes::PreparedMo
       break;
     }
   }
-  std::vector<std::string> ort_names, sim_names;
-  for (const auto& [fq_out, tensor, e] : wanted) {
-    if (std::find(ort_names.begin(), ort_names.end(), tensor) == ort_names.end()) {
-      ort_names.push_back(tensor);
-    }
-    sim_names.push_back(fq_out);
-  }
-  const TensorMap ort = ortIntermediates(context.ort, path, feeds, ort_names);
-  const TensorMap sim =
-      algos::runInBatches(model.executor(), feeds, sim_names, context.fixed_batch, sim_overrides);
   // A quantizer shared by several values (Concat's inputs) has FakeQuantize nodes on each, but
   // the QDQ model names one tensor for it: compare that tensor with the first of those values of
   // its shape, once.
-  std::vector<TensorPair> pairs;
   std::set<std::string> compared;
-  for (const auto& [fq_out, tensor, e] : wanted) {
-    const at::Tensor& got = ort.at(tensor);
-    if (compared.count(tensor) || sim.at(fq_out).sizes() != got.sizes()) continue;
-    compared.insert(tensor);
-    const at::Tensor levels = (sim.at(fq_out).to(at::kDouble) / e->scale).round() + e->zero_point;
-    pairs.emplace_back(e->quantizer, tensor, levels, got);
-  }
-  return tensorDifferences(pairs);
+  std::vector<std::string> fq_outs;
+  for (const auto& [fq_out, tensor, e] : wanted)
+    fq_outs.push_back(fq_out);
+  const std::vector<int64_t> elements =
+      elementCounts(model.executor(), feeds, fq_outs, context.fixed_batch, sim_overrides);
+  return differencesInChunks(elements, [&](size_t begin, size_t end) {
+    std::vector<std::string> ort_names, sim_names;
+    for (size_t i = begin; i < end; ++i) {
+      const auto& [fq_out, tensor, e] = wanted[i];
+      if (std::find(ort_names.begin(), ort_names.end(), tensor) == ort_names.end()) {
+        ort_names.push_back(tensor);
+      }
+      sim_names.push_back(fq_out);
+    }
+    const TensorMap ort = ortIntermediates(context.ort, path, feeds, ort_names);
+    TensorMap sim =
+        algos::runInBatches(model.executor(), feeds, sim_names, context.fixed_batch, sim_overrides);
+    std::vector<TensorPair> pairs;
+    for (size_t i = begin; i < end; ++i) {
+      const auto& [fq_out, tensor, e] = wanted[i];
+      const at::Tensor& got = ort.at(tensor);
+      if (compared.count(tensor) || sim.at(fq_out).sizes() != got.sizes()) continue;
+      compared.insert(tensor);
+      const at::Tensor levels =
+          ((sim.at(fq_out).to(at::kDouble) / e->scale).round() + e->zero_point).to(at::kFloat);
+      sim.erase(fq_out);  // only the levels are held
+      pairs.emplace_back(e->quantizer, tensor, levels, got);
+    }
+    return pairs;
+  });
 }
 
 std::vector<Divergence> traceQOperator(const TraceContext& context, const nlohmann::json& manifest,
@@ -168,15 +237,20 @@ std::vector<Divergence> traceQOperator(const TraceContext& context, const nlohma
       names.push_back(n->output(0)->name());
     }
   }
-  const TensorMap ort = ortIntermediates(context.ort, path, feeds, names);
-  const TensorMap emu = algos::runInBatches(emulator, feeds, names, context.fixed_batch);
-  std::vector<TensorPair> pairs;
-  for (const std::string& name : names) {
-    const auto it = quantizer_of.find(name);
-    pairs.emplace_back(it == quantizer_of.end() ? "" : it->second, name, emu.at(name),
-                       ort.at(name));
-  }
-  return tensorDifferences(pairs);
+  const std::vector<int64_t> elements = elementCounts(emulator, feeds, names, context.fixed_batch);
+  return differencesInChunks(elements, [&](size_t begin, size_t end) {
+    const std::vector<std::string> chunk(names.begin() + static_cast<std::ptrdiff_t>(begin),
+                                         names.begin() + static_cast<std::ptrdiff_t>(end));
+    const TensorMap ort = ortIntermediates(context.ort, path, feeds, chunk);
+    const TensorMap emu = algos::runInBatches(emulator, feeds, chunk, context.fixed_batch);
+    std::vector<TensorPair> pairs;
+    for (const std::string& name : chunk) {
+      const auto it = quantizer_of.find(name);
+      pairs.emplace_back(it == quantizer_of.end() ? "" : it->second, name, emu.at(name),
+                         ort.at(name));
+    }
+    return pairs;
+  });
 }
 
 TraceSummary summarize(const std::vector<Divergence>& tensors) {
