@@ -13,6 +13,8 @@
 
 #include "cli/commands.h"
 #include "cli/json_report.h"
+#include "core/error.h"
+#include "core/resource_limits.h"
 #include "core/utf8.h"
 #include "pipelines/verify_pipeline.h"
 
@@ -37,6 +39,7 @@ struct VerifyCliOptions {
   double max_p99_steps = 1.0;
   std::optional<double> iou_threshold;
   double min_iou = 0.99;
+  std::string trace_memory = "1G";
   bool json = false;
   bool quiet = false;
 };
@@ -128,6 +131,9 @@ int runVerify(const VerifyCliOptions& o) {
   options.ort.ort_dir = o.ort_dir;
   options.ort.optimization = verify::parseOrtOptimization(o.optimization);
   options.ort.timeout_seconds = o.timeout;
+  options.trace_chunk_bytes = parseByteSize(o.trace_memory, "--trace-memory");
+  require(options.trace_chunk_bytes > 0,
+          "--trace-memory must be positive, not '" + o.trace_memory + "'");
   const pipelines::VerifyPipelineResult result = pipelines::runVerify(p);
   const verify::VerifyReport& report = result.report;
   if (o.json) {
@@ -198,6 +204,10 @@ std::pair<CLI::App*, std::function<int()>> addVerifyCommand(CLI::App& app) {
                   "Also score the IoU of the output maps thresholded at this value (masks, "
                   "probability maps)");
   sub->add_option("--min-iou", o->min_iou, "IoU needed to pass with --iou-threshold")
+      ->capture_default_str();
+  sub->add_option("--trace-memory", o->trace_memory,
+                  "Memory the tensor-by-tensor trace of disagreeing paths may hold at once (512M, "
+                  "2G); it reruns the models once per that much of compared tensors")
       ->capture_default_str();
   sub->add_flag("--json", o->json, "Print the report as JSON");
   sub->add_flag("--quiet,-q", o->quiet, "No progress bar");

@@ -45,10 +45,6 @@ std::vector<Divergence> tensorDifferences(const std::vector<TensorPair>& pairs) 
   return out;
 }
 
-// Bytes one chunk of a traced comparison may hold. Holding every compared tensor of both runs at
-// once took 16 GB on U^2-NetP at 320x320 (196 tensors); a chunk reruns both models on the traced
-// samples for its own tensors only.
-constexpr int64_t kChunkBytes = int64_t{1} << 30;
 // Per compared element held: the simulation's levels (float: exact up to 2^24) and ORT's integer,
 // with room for the one value being converted.
 constexpr int64_t kBytesPerElement = 6;
@@ -82,14 +78,14 @@ std::vector<int64_t> elementCounts(Executor& executor, const TensorMap& feeds,
 using ChunkPairs = std::function<std::vector<TensorPair>(size_t begin, size_t end)>;
 
 // tensorDifferences over the tensors whose element counts are `elements`, in chunks of at most
-// kChunkBytes (at least one tensor each).
+// `chunk_bytes` (at least one tensor each).
 std::vector<Divergence> differencesInChunks(const std::vector<int64_t>& elements,
-                                            const ChunkPairs& pairs_of) {
+                                            int64_t chunk_bytes, const ChunkPairs& pairs_of) {
   std::vector<Divergence> out;
   for (size_t begin = 0; begin < elements.size();) {
     size_t end = begin + 1;
     int64_t bytes = elements[begin] * kBytesPerElement;
-    while (end < elements.size() && bytes + elements[end] * kBytesPerElement <= kChunkBytes)
+    while (end < elements.size() && bytes + elements[end] * kBytesPerElement <= chunk_bytes)
       bytes += elements[end++] * kBytesPerElement;
     for (Divergence d : tensorDifferences(pairs_of(begin, end))) {
       d.index = static_cast<int64_t>(out.size());
@@ -192,7 +188,7 @@ std::vector<Divergence> traceQdq(const TraceContext& context, passes::PreparedMo
     fq_outs.push_back(fq_out);
   const std::vector<int64_t> elements =
       elementCounts(model.executor(), feeds, fq_outs, context.fixed_batch, sim_overrides);
-  return differencesInChunks(elements, [&](size_t begin, size_t end) {
+  return differencesInChunks(elements, context.chunk_bytes, [&](size_t begin, size_t end) {
     std::vector<std::string> ort_names, sim_names;
     for (size_t i = begin; i < end; ++i) {
       const auto& [fq_out, tensor, e] = wanted[i];
@@ -238,7 +234,7 @@ std::vector<Divergence> traceQOperator(const TraceContext& context, const nlohma
     }
   }
   const std::vector<int64_t> elements = elementCounts(emulator, feeds, names, context.fixed_batch);
-  return differencesInChunks(elements, [&](size_t begin, size_t end) {
+  return differencesInChunks(elements, context.chunk_bytes, [&](size_t begin, size_t end) {
     const std::vector<std::string> chunk(names.begin() + static_cast<std::ptrdiff_t>(begin),
                                          names.begin() + static_cast<std::ptrdiff_t>(end));
     const TensorMap ort = ortIntermediates(context.ort, path, feeds, chunk);

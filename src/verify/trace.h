@@ -66,6 +66,9 @@ class WorstSamples {
 struct TraceContext {
   const OrtRunner& ort;
   int64_t fixed_batch = 0;
+  // Compared tensors are held about this many bytes at a time (at least one tensor); each chunk
+  // reruns both models on the traced samples. Holding all of U^2-NetP's 196 at once took 16 GB.
+  int64_t chunk_bytes = int64_t{1} << 30;
 };
 
 // QDQ model vs simulation: each activation quantizer's integers, ORT's QuantizeLinear output (or

@@ -213,7 +213,7 @@ class Verifier {
 
   void finish(VerifyReport& report) {
     std::tie(report.step, report.step_source) = outputStep(0);
-    const TraceContext context{ort_, fixed_};
+    const TraceContext context{ort_, fixed_, options_.trace_chunk_bytes};
     for (const auto& s : streams_) {
       Comparison c = s->meta;
       c.exact_fraction = 1;

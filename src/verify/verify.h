@@ -26,6 +26,8 @@ namespace qforge::verify {
 struct VerifyOptions {
   OrtRunnerOptions ort;
   int64_t debug_samples = 8;  // samples traced tensor by tensor when paths disagree
+  // Bytes of compared tensors a trace holds at once (verify/trace.h, TraceContext::chunk_bytes).
+  int64_t trace_chunk_bytes = int64_t{1} << 30;
   // Pass criteria. Against the simulation (float arithmetic on the same grids): for classifier
   // outputs top-1 agreement and accuracy gap; for any other output SQNR, cosine similarity, the
   // 99th-percentile difference and, with iou_threshold, the IoU of the maps thresholded there.

@@ -99,6 +99,15 @@ TEST(DeployVerifyCli, ABrokenLayerScaleInTheExportedModelIsCaughtAndNamed) {
   EXPECT_GT((*sim)["largest_tensor_difference"]["share_off"].get<double>(), 0.05);
   ASSERT_EQ(report["failures"].size(), 1u) << report.dump(2);
   EXPECT_NE(report["failures"][0].get<std::string>().find(tensor), std::string::npos);
+
+  // With room for one tensor at a time the trace runs a chunk per tensor, and finds the same.
+  const nlohmann::json chunked = verifyJson(dir + " --limit 64 --trace-memory 1", 1);
+  const nlohmann::json* one_by_one = comparison(chunked, "qdq", "simulation");
+  ASSERT_NE(one_by_one, nullptr);
+  for (const char* key : {"first_difference", "first_divergence", "largest_tensor_difference"}) {
+    EXPECT_EQ((*one_by_one).value(key, nlohmann::json()), (*sim).value(key, nlohmann::json()))
+        << key;
+  }
 }
 
 TEST(DeployVerifyCli, AFourBitActivationWrittenAsArithmeticIsTracedAndNamed) {
