@@ -62,23 +62,6 @@ class GradScope {
   Executor& executor_;
 };
 
-// Hooks removed when the scope ends.
-class HookScope {
- public:
-  explicit HookScope(Executor& executor) : executor_(executor) {}
-  ~HookScope() {
-    for (int64_t id : ids_)
-      executor_.removeHook(id);
-  }
-  void add(const std::string& value, ValueHook hook) {
-    ids_.push_back(executor_.addHook(value, std::move(hook)));
-  }
-
- private:
-  Executor& executor_;
-  std::vector<int64_t> ids_;
-};
-
 std::optional<quant::QParams> gridOf(quant::FakeQuantizer& q) {
   if (!q.affine()) return std::nullopt;
   return q.qparams();

@@ -14,23 +14,14 @@ std::vector<int64_t> memoryOrder(const at::Tensor& x) {
   return order;
 }
 
-namespace {
-
-bool denseInAnyOrder(const at::Tensor& x) {
-  return x.is_contiguous() || x.is_non_overlapping_and_dense();
-}
-
-}  // namespace
-
 at::Tensor inMemoryOrder(const at::Tensor& x) {
   if (x.is_contiguous()) return x;
-  if (!denseInAnyOrder(x)) return x.contiguous();
-  at::Tensor view = x.permute(memoryOrder(x));
-  return view.is_contiguous() ? view : view.contiguous();
+  if (!x.is_non_overlapping_and_dense()) return x.contiguous();
+  return x.permute(memoryOrder(x)).contiguous();  // already contiguous: no copy
 }
 
 at::Tensor fromMemoryOrder(const at::Tensor& y, const at::Tensor& like) {
-  if (like.is_contiguous() || !denseInAnyOrder(like)) return y.view(like.sizes());
+  if (like.is_contiguous() || !like.is_non_overlapping_and_dense()) return y.view(like.sizes());
   const std::vector<int64_t> order = memoryOrder(like);
   std::vector<int64_t> inverse(order.size());
   for (size_t i = 0; i < order.size(); ++i)

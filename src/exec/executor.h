@@ -10,6 +10,7 @@
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 #include <vector>
 
 #include "exec/op_info.h"
@@ -96,6 +97,25 @@ class Executor {
   std::vector<NodeTiming> timings_;  // parallel to steps_ when profiling
   std::vector<HookEntry> hooks_;
   int64_t next_hook_id_ = 1;
+};
+
+// Hooks added through it are removed from the executor when the scope ends, however it ends.
+class HookScope {
+ public:
+  explicit HookScope(Executor& executor) : executor_(executor) {}
+  ~HookScope() {
+    for (int64_t id : ids_)
+      executor_.removeHook(id);
+  }
+  HookScope(const HookScope&) = delete;
+  HookScope& operator=(const HookScope&) = delete;
+  void add(const std::string& value, ValueHook hook) {
+    ids_.push_back(executor_.addHook(value, std::move(hook)));
+  }
+
+ private:
+  Executor& executor_;
+  std::vector<int64_t> ids_;
 };
 
 }  // namespace qforge

@@ -55,22 +55,14 @@ std::vector<int64_t> elementCounts(Executor& executor, const TensorMap& feeds,
                                    const std::vector<std::string>& names, int64_t fixed_batch,
                                    const TensorMap& overrides = {}) {
   std::vector<int64_t> counts(names.size(), 0);
-  std::vector<int64_t> hooks;
+  HookScope hooks(executor);
   for (size_t i = 0; i < names.size(); ++i) {
-    hooks.push_back(executor.addHook(names[i], [&counts, i](const Value&, const at::Tensor& t) {
+    hooks.add(names[i], [&counts, i](const Value&, const at::Tensor& t) {
       counts[i] += t.numel();
       return t;
-    }));
+    });
   }
-  try {
-    algos::runInBatches(executor, feeds, {}, fixed_batch, overrides);
-  } catch (...) {
-    for (int64_t id : hooks)
-      executor.removeHook(id);
-    throw;
-  }
-  for (int64_t id : hooks)
-    executor.removeHook(id);
+  algos::runInBatches(executor, feeds, {}, fixed_batch, overrides);
   return counts;
 }
 
