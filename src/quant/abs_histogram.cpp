@@ -23,14 +23,26 @@ void AbsHistogram::clear() {
   max_abs_ = 0.0;
 }
 
+namespace {
+
+// Widths below 2^-126 would make 1 / width overflow a float; values that small all land in bin 0.
+constexpr int kSmallestWidthExponent = -126;
+
+}  // namespace
+
 void AbsHistogram::growTo(double max_abs) {
   const int64_t n = bins();
   if (width_ == 0.0) {
     // Zeros seen so far sit in bin 0 whatever the width becomes.
-    width_ = max_abs / static_cast<double>(n);
+    // log2 may round either way near a power of two: settle on the exact smallest exponent.
+    int exponent = static_cast<int>(std::floor(std::log2(max_abs / static_cast<double>(n))));
+    exponent = std::max(kSmallestWidthExponent, exponent - 1);
+    while (std::ldexp(1.0, exponent) * static_cast<double>(n) <= max_abs)
+      ++exponent;
+    width_ = std::ldexp(1.0, exponent);
     return;
   }
-  while (max_abs > width_ * static_cast<double>(n)) {
+  while (max_abs >= width_ * static_cast<double>(n)) {
     for (int64_t i = 0; i < n / 2; ++i)
       counts_[i] = counts_[2 * i] + counts_[2 * i + 1];
     std::fill(counts_.begin() + n / 2, counts_.end(), 0.0);
@@ -58,8 +70,8 @@ void AbsHistogram::add(const at::Tensor& x, float max_abs) {
   scratch_.assign(static_cast<size_t>(chunks * nbins), 0u);
   forEachChunk(n, grain, [&](int64_t chunk, int64_t b, int64_t e) {
     uint32_t* h = scratch_.data() + chunk * nbins;
-    // |x| * (1 / width) rounds down to the bin; the top value (and float rounding just above a
-    // boundary) lands in the last bin.
+    // |x| * (1 / width) is exact (a power of two) and rounds down to the bin: bin k holds
+    // [k width, (k + 1) width) at any width, so doubling the width later merges bins exactly.
     const float last = static_cast<float>(nbins - 1);
     for (int64_t i = b; i < e; ++i) {
       float pos = std::fabs(data[i]) * inv_width;
@@ -72,6 +84,46 @@ void AbsHistogram::add(const at::Tensor& x, float max_abs) {
     for (int64_t i = 0; i < nbins; ++i)
       counts_[i] += static_cast<double>(h[i]);
   }
+}
+
+void AbsHistogram::merge(const AbsHistogram& other) {
+  require(other.bins() == bins(), "histogram merge: bin counts differ (" +
+                                      std::to_string(other.bins()) + " and " +
+                                      std::to_string(bins()) + ")");
+  total_ += other.total_;
+  if (other.width_ == 0.0) {
+    counts_[0] += other.total_;
+    return;
+  }
+  // Both widths are powers of two covering their streams: the wider one covers both.
+  if (width_ < other.width_) growTo(other.width_ * static_cast<double>(bins()) * 0.5);
+  const int64_t shift = std::llround(std::log2(width_ / other.width_));
+  for (int64_t k = 0; k < bins(); ++k)
+    counts_[k >> shift] += other.counts_[k];
+  max_abs_ = std::max(max_abs_, other.max_abs_);
+}
+
+at::Tensor AbsHistogram::toTensor() const {
+  at::Tensor state = at::empty({bins() + 3}, at::kDouble);
+  double* out = state.data_ptr<double>();
+  out[0] = width_;
+  out[1] = total_;
+  out[2] = max_abs_;
+  std::copy(counts_.begin(), counts_.end(), out + 3);
+  return state;
+}
+
+AbsHistogram AbsHistogram::fromTensor(const at::Tensor& state) {
+  require(state.scalar_type() == at::kDouble && state.dim() == 1 && state.numel() >= 5,
+          "histogram: a state tensor is a double vector [width, total, max_abs, counts...]");
+  const at::Tensor s = state.contiguous();
+  const double* in = s.data_ptr<double>();
+  AbsHistogram h(s.numel() - 3);
+  h.width_ = in[0];
+  h.total_ = in[1];
+  h.max_abs_ = in[2];
+  std::copy(in + 3, in + s.numel(), h.counts_.begin());
+  return h;
 }
 
 std::vector<double> AbsHistogram::resample(int64_t n, double top) const {

@@ -36,18 +36,20 @@ at::Tensor laplacePoints(int64_t n, double b) {
 
 TEST(AbsHistogramTest, GrowthMergesBinsExactly) {
   AbsHistogram h(8);
-  h.add(at::tensor({0.1f, -0.3f, 0.9f, 1.0f}), 1.0f);  // width 1/8
-  EXPECT_DOUBLE_EQ(h.binWidth(), 0.125);
-  EXPECT_EQ(h.counts(), (std::vector<double>{1, 0, 1, 0, 0, 0, 0, 2}));
-  h.add(at::tensor({3.0f, -2.5f}), 3.0f);  // top 1 -> 2 -> 4: width 0.5
+  // The smallest power-of-two width whose 8 bins cover 1.0 (strictly): 8 * 0.25 > 1.
+  h.add(at::tensor({0.1f, -0.3f, 0.9f, 1.0f}), 1.0f);
+  EXPECT_DOUBLE_EQ(h.binWidth(), 0.25);
+  EXPECT_EQ(h.counts(), (std::vector<double>{1, 1, 0, 1, 1, 0, 0, 0}));
+  h.add(at::tensor({3.0f, -2.5f}), 3.0f);  // top 2 -> 4: width 0.5, neighbours merged
   EXPECT_DOUBLE_EQ(h.binWidth(), 0.5);
-  EXPECT_EQ(h.counts(), (std::vector<double>{2, 2, 0, 0, 0, 1, 1, 0}));
+  EXPECT_EQ(h.counts(), (std::vector<double>{2, 1, 1, 0, 0, 1, 1, 0}));
   EXPECT_DOUBLE_EQ(h.total(), 6.0);
   EXPECT_DOUBLE_EQ(h.maxAbs(), 3.0);
-  // Resample onto 3 bins over [0, 3]: [0,1) holds 4, [2,3) holds 1 + the 3.0 (last-bin mass).
+  // Resample onto 3 bins over [0, 3]: [0,1) holds 0.1, 0.3, 0.9; [1,2) holds 1.0; [2,3) holds
+  // 2.5 and the 3.0 (mass at or beyond the top goes to the last bin).
   const std::vector<double> r = h.resample(3, 3.0);
-  EXPECT_DOUBLE_EQ(r[0], 4.0);
-  EXPECT_DOUBLE_EQ(r[1], 0.0);
+  EXPECT_DOUBLE_EQ(r[0], 3.0);
+  EXPECT_DOUBLE_EQ(r[1], 1.0);
   EXPECT_DOUBLE_EQ(r[2], 2.0);
 }
 
@@ -55,10 +57,52 @@ TEST(AbsHistogramTest, ZerosBeforeRangeIsKnown) {
   AbsHistogram h(4);
   h.add(at::zeros({10}), 0.0f);
   EXPECT_DOUBLE_EQ(h.quantile(1.0), 0.0);
-  h.add(at::tensor({4.0f}), 4.0f);
-  EXPECT_EQ(h.counts(), (std::vector<double>{10, 0, 0, 1}));
+  h.add(at::tensor({4.0f}), 4.0f);  // 4 bins of 2 cover [0, 8): 4.0 is in the third
+  EXPECT_EQ(h.counts(), (std::vector<double>{10, 0, 1, 0}));
   EXPECT_THROW(AbsHistogram(3), Error);
   EXPECT_THROW(h.quantile(0.0), Error);
+}
+
+// The histogram depends only on the values: streams cut anywhere and fed in any order, then merged,
+// give the histogram of everything, bin for bin (what data-parallel calibration relies on).
+TEST(AbsHistogramTest, MergedPartsEqualTheWholeStreamInAnyOrder) {
+  const at::Tensor values = laplacePoints(30000, 1.5).index({at::randperm(30000, at::kLong)});
+  const std::vector<at::Tensor> parts = {values.narrow(0, 0, 7000), values.narrow(0, 7000, 100),
+                                         values.narrow(0, 7100, 22900) * 3.0f};
+  auto maxAbs = [](const at::Tensor& t) { return t.abs().max().item<float>(); };
+  AbsHistogram whole(1024);
+  for (const at::Tensor& p : parts)
+    whole.add(p, maxAbs(p));
+  AbsHistogram reversed(1024);
+  for (auto p = parts.rbegin(); p != parts.rend(); ++p)
+    reversed.add(*p, maxAbs(*p));
+  EXPECT_EQ(reversed.counts(), whole.counts());
+  EXPECT_EQ(reversed.binWidth(), whole.binWidth());
+  // Each part alone (its own, finer width), merged in two orders, through the tensor form.
+  for (const std::vector<int>& order : {std::vector<int>{0, 1, 2}, std::vector<int>{2, 0, 1}}) {
+    AbsHistogram merged(1024);
+    for (int i : order) {
+      AbsHistogram part(1024);
+      part.add(parts[i], maxAbs(parts[i]));
+      merged.merge(AbsHistogram::fromTensor(part.toTensor()));
+    }
+    EXPECT_EQ(merged.counts(), whole.counts());
+    EXPECT_EQ(merged.binWidth(), whole.binWidth());
+    EXPECT_EQ(merged.total(), 30000.0);
+    EXPECT_EQ(merged.maxAbs(), whole.maxAbs());
+  }
+  // Independently of the histogram: bin k holds the values in [k width, (k + 1) width).
+  const at::Tensor all = at::cat({parts[0], parts[1], parts[2]}).abs().to(at::kDouble);
+  const double width = whole.binWidth();
+  for (int64_t k : {0, 5, 100, 1023}) {
+    const double expected =
+        (all >= k * width).logical_and(all < (k + 1) * width).sum().item<double>();
+    EXPECT_EQ(whole.counts()[k], expected) << "bin " << k;
+  }
+  EXPECT_LT(all.max().item<double>(), 1024 * width);
+  EXPECT_GE(all.max().item<double>(), 512 * width);  // the smallest power of two that covers
+  AbsHistogram other_size(512);
+  EXPECT_THROW(whole.merge(other_size), Error);
 }
 
 TEST(PercentileObserverTest, UniformGridPicksTheKnownQuantile) {
@@ -101,7 +145,8 @@ TEST(PercentileObserverTest, IgnoresRareOutliers) {
   auto [lo, hi] = obs.range();
   EXPECT_EQ(lo.item<float>(), x.min().item<float>());
   // Resolution is one bin of the histogram that had to stretch to 1000.
-  const double width = 1000.0 / 16384;
+  const double width = obs.histogram().binWidth();
+  EXPECT_LT(width, 2 * 1000.0 / 16384);
   EXPECT_NEAR(hi.item<float>(), exactAbsQuantile(x, 0.999), width);
   EXPECT_LT(hi.item<float>(), 1.0 + width);
 }
