@@ -25,13 +25,24 @@ class ThreeSigmaObserver : public quant::Observer {
   }
 
  protected:
-  void observeBatch(const at::Tensor& x, const quant::MinMax& stats) override {
+  // One batch as [count, sum, sum of squares, min, max]: what ranks of a data-parallel
+  // calibration exchange before folding.
+  quant::BatchSummary summarizeBatch(const at::Tensor& x, const quant::MinMax& stats) override {
     const at::Tensor values = x.to(at::kDouble);
-    min_ = count_ == 0 ? stats.min : std::min(min_, stats.min);
-    max_ = count_ == 0 ? stats.max : std::max(max_, stats.max);
-    count_ += static_cast<double>(values.numel());
-    sum_ += values.sum().item<double>();
-    sum_squares_ += values.square().sum().item<double>();
+    return {at::tensor({static_cast<double>(values.numel()), values.sum().item<double>(),
+                        values.square().sum().item<double>(), static_cast<double>(stats.min),
+                        static_cast<double>(stats.max)},
+                       at::kDouble)};
+  }
+  void foldBatch(const quant::BatchSummary& summary) override {
+    const at::Tensor s = summary.at(0);
+    const float lo = static_cast<float>(s[3].item<double>());
+    const float hi = static_cast<float>(s[4].item<double>());
+    min_ = count_ == 0 ? lo : std::min(min_, lo);
+    max_ = count_ == 0 ? hi : std::max(max_, hi);
+    count_ += s[0].item<double>();
+    sum_ += s[1].item<double>();
+    sum_squares_ += s[2].item<double>();
   }
   std::pair<at::Tensor, at::Tensor> computeRange() const override {
     const double mean = sum_ / count_;

@@ -1,6 +1,8 @@
 // Naive post-training calibration: observers watch `batches` batches of real data flow through
 // the prepared model in float, then every quantizer switches to quantization with what its
-// observer saw.
+// observer saw. Data parallel over a ProcessGroup: rank r runs batches r, r + N, r + 2N, ...,
+// and after each round the observers of all ranks fold in what every rank saw
+// (algos/calibration_sync.h), so every rank ends with the qparams one process would compute.
 #pragma once
 
 #include <cstdint>
@@ -11,6 +13,8 @@
 #include "passes/prepare.h"
 
 namespace qforge::algos {
+
+class ProcessGroup;
 
 // Called after each batch with (batches done, batches planned, samples done).
 using CalibrationProgress = std::function<void(int64_t, int64_t, int64_t)>;
@@ -24,9 +28,11 @@ struct CalibrationResult {
 // Feeds up to `batches` batches from `loader` (from its current position) to the model's
 // inputs (every one, from the batch's feeds; in runs of a fixed batch dim's size). Throws
 // qforge::Error when the loader yields nothing, and names every quantizer that saw no data (a value
-// the calibration data never reached).
+// the calibration data never reached). With a group of N ranks, each runs its share of the same
+// loader's batches; the result counts every rank's.
 CalibrationResult calibrate(passes::PreparedModel& model, data::BatchLoader& loader,
-                            int64_t batches, const CalibrationProgress& progress = {});
+                            int64_t batches, const CalibrationProgress& progress = {},
+                            ProcessGroup* group = nullptr);
 
 // Throws "<purpose> needs a calibrated model: quantizer '...' has no parameters yet; run
 // calibration first" for the first affine quantizer without scale and zero point.

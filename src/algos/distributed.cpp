@@ -326,4 +326,29 @@ double ProcessGroup::allReduceMax(double value) {
   return one.item<double>();
 }
 
+std::vector<at::Tensor> ProcessGroup::allGather(const at::Tensor& values) {
+  require(values.defined() && values.dim() == 1 && values.scalar_type() == at::kDouble,
+          "all-gather: expects a 1-D double tensor");
+  if (!connection_) return {values};
+  // Gloo gathers equal lengths: every rank sends its length first and the longest sets the size.
+  const at::Tensor lengths = at::zeros({world_size_}, at::kDouble);
+  lengths[rank_] = static_cast<double>(values.numel());
+  connection_->allReduce(lengths, c10d::ReduceOp::SUM, "all-gather (lengths)");
+  const int64_t longest = static_cast<int64_t>(lengths.max().item<double>());
+  if (longest == 0) return std::vector<at::Tensor>(world_size_, values);
+  at::Tensor padded = at::zeros({longest}, at::kDouble);
+  padded.narrow(0, 0, values.numel()).copy_(values);
+  std::vector<std::vector<at::Tensor>> gathered(1);
+  for (int r = 0; r < world_size_; ++r)
+    gathered[0].push_back(at::empty({longest}, at::kDouble));
+  connection_->guarded("all-gather", [&] {
+    std::vector<at::Tensor> input{padded};
+    waitFor(connection_->group->allgather(gathered, input));
+  });
+  std::vector<at::Tensor> result;
+  for (int r = 0; r < world_size_; ++r)
+    result.push_back(gathered[0][r].narrow(0, 0, static_cast<int64_t>(lengths[r].item<double>())));
+  return result;
+}
+
 }  // namespace qforge::algos

@@ -58,6 +58,8 @@ class ProcessGroup {
   void barrier();
   // The maximum over ranks of a scalar (e.g. to agree on "stop now" after a signal on one rank).
   double allReduceMax(double value);
+  // Every rank's 1-D double tensor (each may have its own length), in rank order. Alone: {values}.
+  std::vector<at::Tensor> allGather(const at::Tensor& values);
 
  private:
   struct Connection;  // the store and the gloo group; absent when world_size is 1

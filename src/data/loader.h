@@ -61,6 +61,10 @@ class BatchLoader {
   // The next batch, or nullopt at the end of the pass. Throws qforge::Error naming the sample's
   // file for a shape mismatch or NaN/Inf values.
   std::optional<Batch> next();
+  // Passes over the next `batches` batches without reading them (another rank's share).
+  void skip(int64_t batches) {
+    position_ = std::min(size(), position_ + batches * options_.batch_size);
+  }
   void reset() { position_ = 0; }
 
  private:

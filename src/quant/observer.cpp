@@ -26,13 +26,14 @@ void Observer::fail(const std::string& message) const {
 
 void Observer::observe(const at::Tensor& x) {
   if (!x.defined()) fail("observed an undefined tensor");
+  const int64_t seen = batches_ + held_.batches;
   if (x.numel() == 0) {
-    ++empty_tensors_;
+    ++(holding_ ? held_.empty_tensors : empty_tensors_);
     return;
   }
-  if (repeatIsNoOp() && batches_ > 0 && x._version() == last_version_ &&
+  if (repeatIsNoOp() && seen > 0 && x._version() == last_version_ &&
       last_seen_.lock().get() == x.unsafeGetTensorImpl()) {
-    ++batches_;  // the same values again: nothing to learn
+    ++(holding_ ? held_.batches : batches_);  // the same values again: nothing to learn
     return;
   }
   at::Tensor data = x.detach();
@@ -40,30 +41,63 @@ void Observer::observe(const at::Tensor& x) {
   // Per-tensor statistics do not depend on where a value sits: a channels-last activation is
   // read in memory order rather than copied.
   data = scheme_.perChannel() ? data.contiguous() : inMemoryOrder(data);
+  int64_t channels = 0;
   if (scheme_.perChannel()) {
     if (scheme_.axis >= data.dim()) {
       fail("per-channel axis " + std::to_string(scheme_.axis) +
            " does not exist in a tensor of rank " + std::to_string(data.dim()));
     }
-    const int64_t c = data.size(scheme_.axis);
-    if (batches_ > 0 && c != channels_) {
-      fail("channel count changed from " + std::to_string(channels_) + " to " + std::to_string(c));
+    channels = data.size(scheme_.axis);
+    const int64_t before = held_.channels > 0 ? held_.channels : channels_;
+    if (seen > 0 && channels != before) {
+      fail("channel count changed from " + std::to_string(before) + " to " +
+           std::to_string(channels));
     }
-    channels_ = c;
   }
   const MinMax stats = finiteMinMax(data);
   if (!stats.finite) {
-    fail("batch " + std::to_string(batches_ + 1) + " contains " +
-         std::to_string(countNonFinite(data)) + " NaN/Inf values out of " +
-         std::to_string(data.numel()) + "; quantization ranges need finite data");
+    fail("batch " + std::to_string(seen + 1) + " contains " + std::to_string(countNonFinite(data)) +
+         " NaN/Inf values out of " + std::to_string(data.numel()) +
+         "; quantization ranges need finite data");
   }
-  observeBatch(data, stats);
-  ++batches_;
+  HeldObservations one;
+  one.batches = 1;
+  one.channels = channels;
+  one.summaries.push_back(summarizeBatch(data, stats));
+  if (holding_) {
+    held_.batches += 1;
+    held_.channels = channels;
+    held_.summaries.push_back(std::move(one.summaries.front()));
+  } else {
+    fold(one);
+  }
   if (repeatIsNoOp()) {
     last_seen_ =
         c10::weak_intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>(x.getIntrusivePtr());
     last_version_ = x._version();
   }
+}
+
+HeldObservations Observer::takeHeld() {
+  HeldObservations taken = std::move(held_);
+  held_ = HeldObservations();
+  return taken;
+}
+
+void Observer::fold(const HeldObservations& observed) {
+  if (observed.channels > 0) {
+    if (batches_ > 0 && scheme_.perChannel() && observed.channels != channels_) {
+      fail("channel count changed from " + std::to_string(channels_) + " to " +
+           std::to_string(observed.channels));
+    }
+    channels_ = observed.channels;
+  }
+  for (const BatchSummary& summary : observed.summaries) {
+    foldBatch(summary);
+    ++folded_;
+  }
+  batches_ += observed.batches;
+  empty_tensors_ += observed.empty_tensors;
 }
 
 std::pair<at::Tensor, at::Tensor> Observer::range() const {
@@ -95,6 +129,8 @@ void Observer::reset() {
   batches_ = 0;
   empty_tensors_ = 0;
   channels_ = 1;
+  folded_ = 0;
+  held_ = HeldObservations();
   resetState();
 }
 

@@ -7,6 +7,7 @@
 
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "quant/qparams.h"
 #include "quant/qscheme.h"
@@ -14,6 +15,19 @@
 
 namespace qforge {
 namespace quant {
+
+// One batch's contribution to an observer's state (a batch's range, or its histogram, or its
+// moments): what data-parallel ranks exchange (algos/calibration_sync.h). Folding every batch's
+// summary in order gives the state of one process that observed them all.
+using BatchSummary = std::vector<at::Tensor>;
+
+// What an observer saw since it last handed its summaries over.
+struct HeldObservations {
+  int64_t batches = 0;        // observations with data, repeats of an unchanged tensor included
+  int64_t empty_tensors = 0;  // observations of tensors without elements
+  int64_t channels = 0;       // the per-channel axis's size; 0 when per-tensor or nothing seen
+  std::vector<BatchSummary> summaries;
+};
 
 class Observer {
  public:
@@ -34,6 +48,13 @@ class Observer {
   // Quantization parameters for the range. Throws when nothing was observed.
   QParams qparams() const;
 
+  // Data-parallel calibration: while holding, observe() keeps each batch's summary instead of
+  // folding it into the state; takeHeld() hands them over (and empties the hold), and fold()
+  // applies observations, this rank's and the other ranks', in global batch order.
+  void holdObservations(bool hold) { holding_ = hold; }
+  HeldObservations takeHeld();
+  void fold(const HeldObservations& observed);
+
   bool hasData() const { return batches_ > 0; }
   int64_t batches() const { return batches_; }
   // Tensors seen with no element (a detector's boxes when it found none): they set no range.
@@ -45,8 +66,12 @@ class Observer {
   const QScheme& scheme() const { return scheme_; }
 
  protected:
-  // `x` is contiguous float32 and finite; `stats` is its per-tensor min/max.
-  virtual void observeBatch(const at::Tensor& x, const MinMax& stats) = 0;
+  // The batch's contribution; `x` is contiguous float32 and finite, `stats` its per-tensor
+  // min/max. Reads no state, except where a rule's per-batch choice depends on what came before
+  // (the power-of-two search); then N ranks approximate one.
+  virtual BatchSummary summarizeBatch(const at::Tensor& x, const MinMax& stats) = 0;
+  // Adds one batch's summary to the state.
+  virtual void foldBatch(const BatchSummary& summary) = 0;
   virtual std::pair<at::Tensor, at::Tensor> computeRange() const = 0;
   // Default: qparamsFromMinMax(range). Observers that pick a scale directly override this.
   virtual QParams computeQParams() const;
@@ -67,8 +92,8 @@ class Observer {
   void checkEmaRatio(double ratio) const;
   // Throws qforge::Error "<kind> observer of tensor '<name>': <message>".
   [[noreturn]] void fail(const std::string& message) const;
-  // Channel count of the per-channel axis, checked against earlier batches.
-  int64_t channels() const { return channels_; }
+  // True once a batch's summary was folded into the state (false for the first one).
+  bool hasFolded() const { return folded_ > 0; }
 
   // Scalar range as [1] tensors.
   static std::pair<at::Tensor, at::Tensor> scalarRange(double lo, double hi);
@@ -80,6 +105,9 @@ class Observer {
   int64_t batches_ = 0;
   int64_t empty_tensors_ = 0;
   int64_t channels_ = 1;
+  int64_t folded_ = 0;
+  bool holding_ = false;
+  HeldObservations held_;
   // The last tensor observed, for repeatIsNoOp observers: a weak reference (an activation must
   // stay the executor's alone, to be overwritten in place) and the version it had.
   c10::weak_intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl> last_seen_{

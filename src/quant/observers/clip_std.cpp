@@ -11,7 +11,7 @@ ClipStdObserver::ClipStdObserver(std::string tensor_name, QScheme scheme, double
   if (!(std_scale > 0.0)) fail("std scale " + std::to_string(std_scale) + " must be positive");
 }
 
-void ClipStdObserver::observeBatch(const at::Tensor& x, const MinMax& stats) {
+BatchSummary ClipStdObserver::summarizeBatch(const at::Tensor& x, const MinMax& stats) {
   const at::Tensor rows =
       scheme().perChannel() ? channelRows(x, scheme().axis) : x.reshape({1, -1});
   const at::Tensor values = rows.to(at::kDouble);
@@ -19,6 +19,12 @@ void ClipStdObserver::observeBatch(const at::Tensor& x, const MinMax& stats) {
   const at::Tensor mean_b = values.mean(1);
   const at::Tensor m2_b = (values - mean_b.unsqueeze(1)).pow(2).sum(1);
   auto [lo, hi] = batchMinMax(x, stats, scheme());
+  return {n_b, mean_b, m2_b, lo, hi};
+}
+
+void ClipStdObserver::foldBatch(const BatchSummary& summary) {
+  const at::Tensor &n_b = summary.at(0), &mean_b = summary.at(1), &m2_b = summary.at(2);
+  const at::Tensor &lo = summary.at(3), &hi = summary.at(4);
   if (!count_.defined()) {
     count_ = n_b;
     mean_ = mean_b;

@@ -14,7 +14,8 @@ class ClipStdObserver : public Observer {
   ClipStdObserver(std::string tensor_name, QScheme scheme, double std_scale = 2.6);
 
  protected:
-  void observeBatch(const at::Tensor& x, const MinMax& stats) override;
+  BatchSummary summarizeBatch(const at::Tensor& x, const MinMax& stats) override;
+  void foldBatch(const BatchSummary& summary) override;
   std::pair<at::Tensor, at::Tensor> computeRange() const override;
   void resetState() override;
 

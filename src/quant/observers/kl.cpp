@@ -8,8 +8,8 @@ namespace quant {
 
 namespace {
 
-// The internal histogram keeps 8 fine bins per calibration bin so resampling after range growth
-// splits at most one fine bin per calibration bin.
+// The internal histogram keeps 8 fine bins per calibration bin (4 to 8 over the observed range,
+// its width being a power of two), so resampling splits at most one fine bin per calibration bin.
 constexpr int64_t kOversampling = 8;
 
 }  // namespace
@@ -26,10 +26,17 @@ KlObserver::KlObserver(std::string tensor_name, QScheme scheme, int64_t bins,
   }
 }
 
-void KlObserver::observeBatch(const at::Tensor& x, const MinMax& stats) {
-  histogram_.add(x, std::max(std::fabs(stats.min), std::fabs(stats.max)));
-  min_ = hasData() ? std::min(min_, stats.min) : stats.min;
-  max_ = hasData() ? std::max(max_, stats.max) : stats.max;
+BatchSummary KlObserver::summarizeBatch(const at::Tensor& x, const MinMax& stats) {
+  AbsHistogram batch(histogram_.bins());
+  batch.add(x, std::max(std::fabs(stats.min), std::fabs(stats.max)));
+  return {batch.toTensor(), at::tensor({stats.min, stats.max}, at::kFloat)};
+}
+
+void KlObserver::foldBatch(const BatchSummary& summary) {
+  histogram_.merge(AbsHistogram::fromTensor(summary.at(0)));
+  const float lo = summary.at(1)[0].item<float>(), hi = summary.at(1)[1].item<float>();
+  min_ = hasFolded() ? std::min(min_, lo) : lo;
+  max_ = hasFolded() ? std::max(max_, hi) : hi;
 }
 
 std::vector<double> KlObserver::calibrationHistogram() const {

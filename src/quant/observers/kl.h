@@ -23,7 +23,8 @@ class KlObserver : public Observer {
   double maxAbs() const { return histogram_.maxAbs(); }
 
  protected:
-  void observeBatch(const at::Tensor& x, const MinMax& stats) override;
+  BatchSummary summarizeBatch(const at::Tensor& x, const MinMax& stats) override;
+  void foldBatch(const BatchSummary& summary) override;
   std::pair<at::Tensor, at::Tensor> computeRange() const override;
   void resetState() override;
 

@@ -11,12 +11,16 @@ namespace quant {
 LsqInitObserver::LsqInitObserver(std::string tensor_name, QScheme scheme)
     : Observer("LsqInit", std::move(tensor_name), scheme, /*supports_per_channel=*/true) {}
 
-void LsqInitObserver::observeBatch(const at::Tensor& x, const MinMax& stats) {
+BatchSummary LsqInitObserver::summarizeBatch(const at::Tensor& x, const MinMax& stats) {
   const at::Tensor rows =
       scheme().perChannel() ? channelRows(x, scheme().axis) : x.reshape({1, -1});
   const at::Tensor sums = rows.abs().sum(1, /*keepdim=*/false, at::kDouble);
-  auto [lo, hi] = batchMinMax(x, stats, scheme());
-  (void)hi;
+  const at::Tensor lo = batchMinMax(x, stats, scheme()).first;
+  return {sums, lo, at::full({1}, static_cast<double>(rows.size(1)), at::kDouble)};
+}
+
+void LsqInitObserver::foldBatch(const BatchSummary& summary) {
+  const at::Tensor &sums = summary.at(0), &lo = summary.at(1);
   if (!abs_sum_.defined()) {
     abs_sum_ = sums;
     min_ = lo;
@@ -24,7 +28,7 @@ void LsqInitObserver::observeBatch(const at::Tensor& x, const MinMax& stats) {
     abs_sum_ = abs_sum_ + sums;
     min_ = at::minimum(min_, lo);
   }
-  count_per_channel_ += static_cast<double>(rows.size(1));
+  count_per_channel_ += summary.at(2)[0].item<double>();
 }
 
 QParams LsqInitObserver::computeQParams() const {

@@ -12,7 +12,8 @@ class LsqInitObserver : public Observer {
   LsqInitObserver(std::string tensor_name, QScheme scheme);
 
  protected:
-  void observeBatch(const at::Tensor& x, const MinMax& stats) override;
+  BatchSummary summarizeBatch(const at::Tensor& x, const MinMax& stats) override;
+  void foldBatch(const BatchSummary& summary) override;
   std::pair<at::Tensor, at::Tensor> computeRange() const override;
   QParams computeQParams() const override;
   void resetState() override;

@@ -12,9 +12,13 @@ std::pair<at::Tensor, at::Tensor> batchMinMax(const at::Tensor& x, const MinMax&
 MinMaxObserver::MinMaxObserver(std::string tensor_name, QScheme scheme)
     : Observer("MinMax", std::move(tensor_name), scheme, /*supports_per_channel=*/true) {}
 
-void MinMaxObserver::observeBatch(const at::Tensor& x, const MinMax& stats) {
+BatchSummary MinMaxObserver::summarizeBatch(const at::Tensor& x, const MinMax& stats) {
   auto [lo, hi] = batchMinMax(x, stats, scheme());
-  widenRange(min_, max_, lo, hi);
+  return {lo, hi};
+}
+
+void MinMaxObserver::foldBatch(const BatchSummary& summary) {
+  widenRange(min_, max_, summary.at(0), summary.at(1));
 }
 
 std::pair<at::Tensor, at::Tensor> MinMaxObserver::computeRange() const {
@@ -32,9 +36,13 @@ EmaMinMaxObserver::EmaMinMaxObserver(std::string tensor_name, QScheme scheme, do
   checkEmaRatio(ratio);
 }
 
-void EmaMinMaxObserver::observeBatch(const at::Tensor& x, const MinMax& stats) {
+BatchSummary EmaMinMaxObserver::summarizeBatch(const at::Tensor& x, const MinMax& stats) {
   auto [lo, hi] = batchMinMax(x, stats, scheme());
-  averageRange(min_, max_, lo, hi, ratio_);
+  return {lo, hi};
+}
+
+void EmaMinMaxObserver::foldBatch(const BatchSummary& summary) {
+  averageRange(min_, max_, summary.at(0), summary.at(1), ratio_);
 }
 
 std::pair<at::Tensor, at::Tensor> EmaMinMaxObserver::computeRange() const {

@@ -12,7 +12,8 @@ class MinMaxObserver : public Observer {
   MinMaxObserver(std::string tensor_name, QScheme scheme);
 
  protected:
-  void observeBatch(const at::Tensor& x, const MinMax& stats) override;
+  BatchSummary summarizeBatch(const at::Tensor& x, const MinMax& stats) override;
+  void foldBatch(const BatchSummary& summary) override;
   std::pair<at::Tensor, at::Tensor> computeRange() const override;
   void resetState() override;
   bool repeatIsNoOp() const override { return true; }
@@ -27,7 +28,8 @@ class EmaMinMaxObserver : public Observer {
   EmaMinMaxObserver(std::string tensor_name, QScheme scheme, double ratio = 0.9);
 
  protected:
-  void observeBatch(const at::Tensor& x, const MinMax& stats) override;
+  BatchSummary summarizeBatch(const at::Tensor& x, const MinMax& stats) override;
+  void foldBatch(const BatchSummary& summary) override;
   std::pair<at::Tensor, at::Tensor> computeRange() const override;
   void resetState() override;
 

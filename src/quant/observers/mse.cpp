@@ -65,9 +65,13 @@ std::pair<at::Tensor, at::Tensor> MseObserver::batchOptimum(const at::Tensor& x,
   return {lo, hi};
 }
 
-void MseObserver::observeBatch(const at::Tensor& x, const MinMax& stats) {
+BatchSummary MseObserver::summarizeBatch(const at::Tensor& x, const MinMax& stats) {
   auto [lo, hi] = batchOptimum(x, stats);
-  widenRange(min_, max_, lo, hi);
+  return {lo, hi};
+}
+
+void MseObserver::foldBatch(const BatchSummary& summary) {
+  widenRange(min_, max_, summary.at(0), summary.at(1));
 }
 
 std::pair<at::Tensor, at::Tensor> MseObserver::computeRange() const {
@@ -85,9 +89,8 @@ EmaMseObserver::EmaMseObserver(std::string tensor_name, QScheme scheme, MseSearc
   checkEmaRatio(ratio);
 }
 
-void EmaMseObserver::observeBatch(const at::Tensor& x, const MinMax& stats) {
-  auto [lo, hi] = batchOptimum(x, stats);
-  averageRange(min_, max_, lo, hi, ratio_);
+void EmaMseObserver::foldBatch(const BatchSummary& summary) {
+  averageRange(min_, max_, summary.at(0), summary.at(1), ratio_);
 }
 
 }  // namespace quant

@@ -25,7 +25,8 @@ class MseObserver : public Observer {
 
  protected:
   MseObserver(std::string kind, std::string tensor_name, QScheme scheme, MseSearch search);
-  void observeBatch(const at::Tensor& x, const MinMax& stats) override;
+  BatchSummary summarizeBatch(const at::Tensor& x, const MinMax& stats) override;
+  void foldBatch(const BatchSummary& summary) override;
   std::pair<at::Tensor, at::Tensor> computeRange() const override;
   void resetState() override;
   std::pair<at::Tensor, at::Tensor> batchOptimum(const at::Tensor& x, const MinMax& stats) const;
@@ -40,7 +41,7 @@ class EmaMseObserver : public MseObserver {
                  double ratio = 0.9);
 
  protected:
-  void observeBatch(const at::Tensor& x, const MinMax& stats) override;
+  void foldBatch(const BatchSummary& summary) override;
 
  private:
   double ratio_;

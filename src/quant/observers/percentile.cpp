@@ -12,6 +12,10 @@ float maxAbs(const MinMax& stats) {
   return std::max(std::fabs(stats.min), std::fabs(stats.max));
 }
 
+at::Tensor minAndMax(const MinMax& stats) {
+  return at::tensor({stats.min, stats.max}, at::kFloat);
+}
+
 }  // namespace
 
 PercentileObserver::PercentileObserver(std::string tensor_name, QScheme scheme, double percentile)
@@ -22,10 +26,17 @@ PercentileObserver::PercentileObserver(std::string tensor_name, QScheme scheme, 
   }
 }
 
-void PercentileObserver::observeBatch(const at::Tensor& x, const MinMax& stats) {
-  histogram_.add(x, maxAbs(stats));
-  min_ = hasData() ? std::min(min_, stats.min) : stats.min;
-  max_ = hasData() ? std::max(max_, stats.max) : stats.max;
+BatchSummary PercentileObserver::summarizeBatch(const at::Tensor& x, const MinMax& stats) {
+  AbsHistogram batch(histogram_.bins());
+  batch.add(x, maxAbs(stats));
+  return {batch.toTensor(), minAndMax(stats)};
+}
+
+void PercentileObserver::foldBatch(const BatchSummary& summary) {
+  histogram_.merge(AbsHistogram::fromTensor(summary.at(0)));
+  const float lo = summary.at(1)[0].item<float>(), hi = summary.at(1)[1].item<float>();
+  min_ = hasFolded() ? std::min(min_, lo) : lo;
+  max_ = hasFolded() ? std::max(max_, hi) : hi;
 }
 
 std::pair<at::Tensor, at::Tensor> PercentileObserver::computeRange() const {
@@ -49,13 +60,17 @@ EmaQuantileObserver::EmaQuantileObserver(std::string tensor_name, QScheme scheme
   checkEmaRatio(ratio);
 }
 
-void EmaQuantileObserver::observeBatch(const at::Tensor& x, const MinMax& stats) {
+BatchSummary EmaQuantileObserver::summarizeBatch(const at::Tensor& x, const MinMax& stats) {
   batch_histogram_.clear();
   batch_histogram_.add(x, maxAbs(stats));
   const double clip = batch_histogram_.quantile(percentile_ / 100.0);
-  const double lo = std::max<double>(stats.min, -clip);
-  const double hi = std::min<double>(stats.max, clip);
-  if (!hasData()) {
+  return {at::tensor({std::max<double>(stats.min, -clip), std::min<double>(stats.max, clip)},
+                     at::kDouble)};
+}
+
+void EmaQuantileObserver::foldBatch(const BatchSummary& summary) {
+  const double lo = summary.at(0)[0].item<double>(), hi = summary.at(0)[1].item<double>();
+  if (!hasFolded()) {
     min_ = lo;
     max_ = hi;
   } else {

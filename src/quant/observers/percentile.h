@@ -18,7 +18,8 @@ class PercentileObserver : public Observer {
   const AbsHistogram& histogram() const { return histogram_; }
 
  protected:
-  void observeBatch(const at::Tensor& x, const MinMax& stats) override;
+  BatchSummary summarizeBatch(const at::Tensor& x, const MinMax& stats) override;
+  void foldBatch(const BatchSummary& summary) override;
   std::pair<at::Tensor, at::Tensor> computeRange() const override;
   void resetState() override;
 
@@ -34,14 +35,15 @@ class EmaQuantileObserver : public Observer {
                       double ratio = 0.9, int64_t bins = 2048);
 
  protected:
-  void observeBatch(const at::Tensor& x, const MinMax& stats) override;
+  BatchSummary summarizeBatch(const at::Tensor& x, const MinMax& stats) override;
+  void foldBatch(const BatchSummary& summary) override;
   std::pair<at::Tensor, at::Tensor> computeRange() const override;
   void resetState() override;
 
  private:
   double percentile_;
   double ratio_;
-  AbsHistogram batch_histogram_;
+  AbsHistogram batch_histogram_;  // scratch for one batch
   double min_ = 0.0, max_ = 0.0;
 };
 

@@ -3,6 +3,10 @@
 // without clipping, k = ceil(log2(max(min / qmin, max / qmax))); `search_steps` > 1 also tries
 // 2^(k-1), 2^(k-2), ... and keeps the one with the least squared error on each batch. The result
 // is the last batch's pick or the most frequent pick over batches. Per-tensor only.
+//
+// A batch's search reads the range of the batches before it: ranks of a data-parallel calibration
+// search within their own running range, so with search_steps > 1 they approximate one process.
+// Without a search the pick is recomputed as batches fold in, and N ranks give one's result.
 #pragma once
 
 #include <map>
@@ -30,13 +34,14 @@ class PowerOfTwoObserver : public Observer {
   int chosenLog2Scale() const;
 
  protected:
-  void observeBatch(const at::Tensor& x, const MinMax& stats) override;
+  BatchSummary summarizeBatch(const at::Tensor& x, const MinMax& stats) override;
+  void foldBatch(const BatchSummary& summary) override;
   std::pair<at::Tensor, at::Tensor> computeRange() const override;
   QParams computeQParams() const override;
   void resetState() override;
 
  private:
-  int coveringLog2Scale() const;
+  int coveringLog2Scale(float min, float max) const;
 
   Options options_;
   float min_ = 0.0f, max_ = 0.0f;
