@@ -9,6 +9,7 @@
 
 #include "algos/adam.h"
 #include "algos/calibrate.h"
+#include "algos/distributed.h"
 #include "algos/recon_data.h"
 #include "core/error.h"
 #include "exec/op_traits.h"
@@ -237,16 +238,43 @@ class UnitTraining {
   std::vector<int64_t> hooks_;
 };
 
+// The ranks' mean of the gradients of `rounding` and `scales` (and of `losses`, carried in the same
+// buffer). LSQ scales its gradient by 1/sqrt(elements of the batch): a rank's batch is 1/N of the
+// whole, so those come out sqrt(N) too large and are scaled back (as in QAT).
+void averageOverRanks(ProcessGroup& group, const std::vector<at::Tensor>& rounding,
+                      const std::vector<at::Tensor>& scales, const at::Tensor& losses) {
+  std::vector<at::Tensor> tensors{losses};
+  for (const at::Tensor& p : rounding) {
+    if (p.grad().defined()) tensors.push_back(p.grad());  // defined alike on every rank
+  }
+  std::vector<at::Tensor> scale_grads;
+  for (const at::Tensor& p : scales) {
+    if (p.grad().defined()) scale_grads.push_back(p.grad());
+  }
+  tensors.insert(tensors.end(), scale_grads.begin(), scale_grads.end());
+  group.allReduceMean(tensors);
+  const double correction = 1.0 / std::sqrt(static_cast<double>(group.worldSize()));
+  for (const at::Tensor& g : scale_grads)
+    g.mul_(correction);
+}
+
 }  // namespace
 
 ReconstructionReport reconstruct(passes::PreparedModel& model, const at::Tensor& images,
                                  const ReconstructionConfig& config,
-                                 const ReconProgressFn& progress) {
+                                 const ReconProgressFn& progress, ProcessGroup* group) {
   checkConfig(config);
   const auto start = Clock::now();
-  require(images.dim() >= 1 && images.size(0) >= config.batch,
-          "a reconstruction batch of " + std::to_string(config.batch) + " needs at least " +
-              std::to_string(config.batch) + " calibration samples, got " +
+  const int world = group ? group->worldSize() : 1;
+  const int rank = group ? group->rank() : 0;
+  require(config.batch % world == 0,
+          "a reconstruction batch of " + std::to_string(config.batch) + " cannot be split evenly " +
+              "over " + std::to_string(world) + " ranks; give --recon-batch a multiple of " +
+              "--world-size");
+  const int64_t batch = config.batch / world;  // this rank's part of every iteration's batch
+  require(images.dim() >= 1 && images.size(0) >= batch,
+          "a reconstruction batch of " + std::to_string(batch) + (world > 1 ? " per rank" : "") +
+              " needs at least " + std::to_string(batch) + " calibration samples, got " +
               std::to_string(images.dim() >= 1 ? images.size(0) : 0) +
               "; use more calibration data or a smaller batch");
   requireCalibrated(model, "reconstruction");
@@ -257,7 +285,9 @@ ReconstructionReport reconstruct(passes::PreparedModel& model, const at::Tensor&
       [&model](const std::string& n) { return model.quantizer(n); });
   Executor plain(model.graph(), {}, registry);
   Executor train(model.graph(), ExecutorOptions{/*enable_grad=*/true}, registry);
-  at::Generator generator = at::make_generator<at::CPUGeneratorImpl>(config.seed);
+  // Each rank draws its own batches and QDrop masks; rank 0 draws what one process would.
+  at::Generator generator = at::make_generator<at::CPUGeneratorImpl>(
+      config.seed + static_cast<uint64_t>(rank) * 0x9E3779B97F4A7C15ull);
 
   ReconstructionReport report;
   std::map<std::string, at::Tensor> rounded;
@@ -279,7 +309,7 @@ ReconstructionReport reconstruct(passes::PreparedModel& model, const at::Tensor&
     r.layers = unit.weighted.size();
     const int64_t n = images.size(0);
     for (int64_t it = 0; it < config.max_count; ++it) {
-      const at::Tensor indices = at::randperm(n, generator, at::kLong).narrow(0, 0, config.batch);
+      const at::Tensor indices = at::randperm(n, generator, at::kLong).narrow(0, 0, batch);
       const UnitBatch b = data.gather(indices);
       at::Tensor input = b.quant_input;
       if (config.prob < 1.0) {
@@ -295,6 +325,13 @@ ReconstructionReport reconstruct(passes::PreparedModel& model, const at::Tensor&
       const at::Tensor rec = out.dim() >= 2 ? diff.pow(2).sum(1).mean() : diff.pow(2).mean();
       const at::Tensor round = regulariser * config.weight;
       (rec + round).backward();
+      double rec_value = rec.item<double>(), round_value = round.item<double>();
+      if (world > 1) {
+        const at::Tensor losses = at::stack({rec.detach(), round.detach()}).to(at::kFloat);
+        averageOverRanks(*group, rounding_opt.parameters(), scale_opt.parameters(), losses);
+        rec_value = losses[0].item<double>();
+        round_value = losses[1].item<double>();
+      }
       rounding_opt.step();
       if (!scale_opt.parameters().empty()) {
         scale_opt.setLearningRate(config.scale_lr * 0.5 *
@@ -302,10 +339,9 @@ ReconstructionReport reconstruct(passes::PreparedModel& model, const at::Tensor&
                                                   static_cast<double>(config.max_count))));
         scale_opt.step();
       }
-      const double rec_value = rec.item<double>();
       if (it == 0) r.first_rec_loss = rec_value;
       r.last_rec_loss = rec_value;
-      r.last_round_loss = round.item<double>();
+      r.last_round_loss = round_value;
       if (progress) {
         progress(ReconProgress{u, units.size(), unit.name, it + 1, config.max_count, rec_value,
                                r.last_round_loss});

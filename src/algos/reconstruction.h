@@ -84,11 +84,22 @@ struct ReconstructionReport {
   int64_t peak_cache_bytes = 0;
 };
 
+class ProcessGroup;
+
 // Reconstructs `model` (calibrated: every quantizer has parameters) on `images`, the calibration
 // inputs [N, ...] of its data input. Throws qforge::Error for fewer samples than one batch, a
 // unit whose weight quantizer has no affine grid, and bad settings.
+//
+// Data parallel over a group of N ranks (each calibrated identically, algos/calibrate.h):
+// `images` is this rank's share of the calibration data, each iteration's batch of config.batch
+// is split in N equal parts drawn from the ranks' own shares (so config.batch must divide by N),
+// and the gradients of the rounding variables and scales are averaged before every step, so all
+// ranks keep the same variables and end with the same rounded model. The random draws differ
+// from one process's (each rank seeds its own), so the result is another sample of the same
+// algorithm rather than one process's bit for bit. The reported losses are the ranks' means.
 ReconstructionReport reconstruct(passes::PreparedModel& model, const at::Tensor& images,
                                  const ReconstructionConfig& config,
-                                 const ReconProgressFn& progress = {});
+                                 const ReconProgressFn& progress = {},
+                                 ProcessGroup* group = nullptr);
 
 }  // namespace qforge::algos

@@ -316,10 +316,17 @@ int runQuantize(QuantizeFlags& flags) {
   if (flags.calib_shuffle >= 0) o.calib_shuffle_seed = static_cast<uint64_t>(flags.calib_shuffle);
   StageProgress progress(!flags.json && !flags.quiet && ::isatty(STDERR_FILENO));
   const pipelines::PtqResult result = pipelines::runPtqPipeline(o, progress.callback());
-  if (!flags.report_html.empty())
+  if (!flags.report_html.empty() && o.distributed.rank == 0)
     writeFileAtomically(flags.report_html, pipelines::analysisHtml(htmlReportOf(result.report)));
   if (flags.json) {
     std::cout << jsonReportText(pipelines::ptqReportJson(result.report));
+  } else if (o.distributed.rank != 0) {
+    std::printf(
+        "rank %d of %d: calibrated %lld batches with the other ranks in %.2f s; rank 0 "
+        "writes %s\n",
+        o.distributed.rank, o.distributed.world_size,
+        static_cast<long long>(result.report.calibration.batches), result.report.total_seconds,
+        o.out.c_str());
   } else {
     std::cout << printable(reportText(result.report));  // node names from the file
   }
@@ -413,6 +420,17 @@ std::pair<CLI::App*, std::function<int()>> addQuantizeCommand(CLI::App& app) {
                   "Mixed precision with the quantized weights in at most this many bytes (2M, "
                   "512K, a count)")
       ->type_name("SIZE");
+  sub->add_option("--world-size", o->distributed.world_size,
+                  "Processes calibrating and reconstructing together (each a share of the "
+                  "batches)")
+      ->capture_default_str();
+  sub->add_option("--rank", o->distributed.rank, "This process's rank (0 .. world size - 1)")
+      ->capture_default_str();
+  sub->add_option("--master", o->distributed.master, "ADDR:PORT where rank 0 listens")
+      ->capture_default_str();
+  sub->add_option("--timeout", o->distributed.timeout_seconds,
+                  "Seconds to wait for the other ranks")
+      ->capture_default_str();
   sub->add_option("--report", flags->report_html,
                   "Write a self-contained HTML report: float vs quantized, the autotune trials "
                   "or the mixed-precision choice")

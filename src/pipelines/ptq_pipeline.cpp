@@ -36,14 +36,17 @@ Graph loadFloatModel(const PtqOptions& o) {
   return importOnnxFile(o.model_path);
 }
 
-// The first `batches` batches of the calibration data, as one tensor.
-at::Tensor collectInputs(data::BatchLoader& loader, int64_t batches) {
+// This rank's share of the first `batches` batches of the calibration data (batches rank,
+// rank + world, ...; all of them alone), as one tensor.
+at::Tensor collectInputs(data::BatchLoader& loader, int64_t batches, int rank, int world) {
   loader.reset();
   std::vector<at::Tensor> parts;
-  while (static_cast<int64_t>(parts.size()) < batches) {
+  loader.skip(rank);
+  for (int64_t b = rank; b < batches; b += world) {
     auto batch = loader.next();
     if (!batch) break;
     parts.push_back(batch->inputs);
+    loader.skip(world - 1);
   }
   require(!parts.empty(), "the calibration data yielded no batch to reconstruct on");
   return at::cat(parts);
@@ -51,19 +54,22 @@ at::Tensor collectInputs(data::BatchLoader& loader, int64_t batches) {
 
 algos::CalibrationResult calibrateWithProgress(passes::PreparedModel& model,
                                                data::BatchLoader& loader, int64_t batches,
-                                               const ProgressCallback& progress) {
+                                               const ProgressCallback& progress,
+                                               algos::ProcessGroup* group) {
   ProgressEvent event;
   event.stage = "calibrate";
   event.total = loader.size();
   event.unit = "img";
   const auto start = Clock::now();
-  const algos::CalibrationResult result =
-      algos::calibrate(model, loader, batches, [&](int64_t, int64_t, int64_t samples) {
+  const algos::CalibrationResult result = algos::calibrate(
+      model, loader, batches,
+      [&](int64_t, int64_t, int64_t samples) {
         if (!progress) return;
         event.done = samples;
         event.seconds = secondsSince(start);
         progress(event);
-      });
+      },
+      group);
   if (progress) {
     event.last = true;
     progress(event);
@@ -75,30 +81,40 @@ ReconstructionSummary reconstructWithProgress(passes::PreparedModel& model,
                                               data::BatchLoader& calib_loader,
                                               int64_t calib_batches,
                                               const algos::ReconstructionConfig& config,
-                                              const ProgressCallback& progress) {
-  const at::Tensor images = collectInputs(calib_loader, calib_batches);
+                                              const ProgressCallback& progress,
+                                              algos::ProcessGroup* group) {
+  const at::Tensor images = collectInputs(calib_loader, calib_batches, group ? group->rank() : 0,
+                                          group ? group->worldSize() : 1);
   ProgressEvent event;
   event.stage = "reconstruct";
   event.unit = "it";
   const auto start = Clock::now();
   ReconstructionSummary summary;
   summary.config = config;
-  summary.result = algos::reconstruct(model, images, config, [&](const algos::ReconProgress& p) {
-    if (!progress) return;
-    char note[200];
-    std::snprintf(note, sizeof(note), "unit %zu/%zu %s  loss %.4g + %.4g", p.unit + 1, p.units,
-                  p.name.substr(0, 40).c_str(), p.rec_loss, p.round_loss);
-    event.total = static_cast<int64_t>(p.units) * p.iterations;
-    event.done = static_cast<int64_t>(p.unit) * p.iterations + p.iteration;
-    event.seconds = secondsSince(start);
-    event.note = note;
-    progress(event);
-  });
+  summary.result = algos::reconstruct(
+      model, images, config,
+      [&](const algos::ReconProgress& p) {
+        if (!progress) return;
+        char note[200];
+        std::snprintf(note, sizeof(note), "unit %zu/%zu %s  loss %.4g + %.4g", p.unit + 1, p.units,
+                      p.name.substr(0, 40).c_str(), p.rec_loss, p.round_loss);
+        event.total = static_cast<int64_t>(p.units) * p.iterations;
+        event.done = static_cast<int64_t>(p.unit) * p.iterations + p.iteration;
+        event.seconds = secondsSince(start);
+        event.note = note;
+        progress(event);
+      },
+      group);
   if (progress) {
     event.last = true;
     progress(event);
   }
   summary.samples = images.size(0);
+  if (group) {
+    const at::Tensor samples = at::full({1}, static_cast<double>(summary.samples), at::kDouble);
+    group->allReduceSum({samples});
+    summary.samples = static_cast<int64_t>(samples.item<double>());
+  }
   return summary;
 }
 
@@ -199,6 +215,12 @@ backends::BackendConfig checkedBackend(const PtqOptions& o,
                                        std::optional<algos::ReconstructionConfig>& recon) {
   require(o.calib_batches > 0, "--calib-batches must be at least 1");
   require(o.calib_batch > 0, "--calib-batch must be at least 1");
+  algos::validateDistributedOptions(o.distributed);
+  if (o.distributed.world_size > 1) {
+    require(!(o.target_drop || o.target_sqnr || o.bits_budget || !o.size_budget.empty()),
+            "autotune and mixed precision (--target-drop, --target-sqnr, --bits-budget, "
+            "--size-budget) run in one process: drop --world-size or the target");
+  }
   if (o.algo != "naive") recon = reconstructionSettings(o);
   return backends::loadBackend(o.backend);
 }
@@ -237,16 +259,19 @@ PtqResult quantizeModel(const PtqOptions& o, const ProgressCallback& progress) {
     }
   }
 
+  // Connected after everything local was checked, so a bad flag on one rank fails there at once.
+  std::unique_ptr<algos::ProcessGroup> group;
+  if (o.distributed.world_size > 1) group = std::make_unique<algos::ProcessGroup>(o.distributed);
   auto calib_data = openSource(o.calib, float_graph);
   data::LoaderOptions calib_options =
       loaderOptionsFor(float_graph, o.calib_batch, o.calib_batch * o.calib_batches);
   calib_options.shuffle_seed = o.calib_shuffle_seed;
   data::BatchLoader calib_loader(calib_data, calib_options);
   const algos::CalibrationResult calibration =
-      calibrateWithProgress(model, calib_loader, o.calib_batches, progress);
+      calibrateWithProgress(model, calib_loader, o.calib_batches, progress, group.get());
   if (recon) {
-    report.reconstruction =
-        reconstructWithProgress(model, calib_loader, o.calib_batches, *recon, progress);
+    report.reconstruction = reconstructWithProgress(model, calib_loader, o.calib_batches, *recon,
+                                                    progress, group.get());
   }
   if (o.bias_correction) {
     calib_loader.reset();
@@ -261,7 +286,10 @@ PtqResult quantizeModel(const PtqOptions& o, const ProgressCallback& progress) {
   report.units = model.units();
   report.float_ops = model.floatOps();
   report.quantizers = deploy::quantizerTable(model);
-  if (!o.eval.empty()) report.evaluation = evaluate(o, float_graph, model, progress);
+  report.world_size = o.distributed.world_size;
+  report.rank = o.distributed.rank;
+  const bool lead = o.distributed.rank == 0;
+  if (!o.eval.empty() && lead) report.evaluation = evaluate(o, float_graph, model, progress);
   report.total_seconds = secondsSince(start);
   return result;
 }
@@ -270,6 +298,14 @@ PtqResult runPtqPipeline(const PtqOptions& o, const ProgressCallback& progress) 
   const auto start = Clock::now();
   std::optional<algos::ReconstructionConfig> recon;
   checkedBackend(o, recon);
+  if (o.distributed.rank != 0) {
+    // The other ranks' share of calibration and reconstruction; rank 0 writes the outputs.
+    PtqResult result = quantizeModel(o, progress);
+    result.report.threads = at::get_num_threads();
+    result.report.peak_rss_bytes = peakResidentBytes();
+    result.report.total_seconds = secondsSince(start);
+    return result;
+  }
   // Locked now, so a second run writing the same directory is refused before any work.
   OutputDirectory out(o.out, OutputDirectory::kModelRole,
                       {OutputDirectory::kModelRole, OutputDirectory::kDeployRole});

@@ -18,6 +18,7 @@
 #include <optional>
 #include <string>
 
+#include "algos/distributed.h"
 #include "ir/graph.h"
 #include "passes/prepare.h"
 #include "passes/quant_config.h"
@@ -80,6 +81,10 @@ struct PtqOptions {
   // with it. `tune_ranking` and `tune_metric` apply.
   std::optional<double> bits_budget;  // average bits per quantized weight element
   std::string size_budget;            // bytes of quantized weights ("2M", "512K", a count)
+  // Data parallel (--world-size, --rank, --master): every rank runs this same call; calibration
+  // and reconstruction split the calibration batches over the ranks (c10d over TCP, Gloo), and
+  // every rank ends with the same quantized model. Rank 0 alone evaluates and writes `out`.
+  algos::DistributedOptions distributed;
 };
 
 struct PtqResult {
@@ -92,7 +97,8 @@ struct PtqResult {
 PtqResult quantizeModel(const PtqOptions& options, const ProgressCallback& progress = {});
 
 // Runs the whole flow. Bad settings, data or models throw qforge::Error (one line) before the
-// output directory is touched, as do a backend's constraints the quantized model breaks.
+// output directory is touched, as do a backend's constraints the quantized model breaks. Ranks
+// other than 0 of a data-parallel run write nothing and return the report of their share.
 PtqResult runPtqPipeline(const PtqOptions& options, const ProgressCallback& progress = {});
 
 // The pass list prepare() runs for `options`: `passes` (or the default), with cle / cle-relu6

@@ -142,6 +142,8 @@ nlohmann::json ptqReportJson(const PtqReport& r) {
   if (!r.deploy_notes.empty()) j["deploy_note"] = join(r.deploy_notes, "; ");
   j["files"] = r.files;
   j["threads"] = r.threads;
+  j["world_size"] = r.world_size;
+  if (r.world_size > 1) j["rank"] = r.rank;
   j["peak_rss_bytes"] = r.peak_rss_bytes;
   j["seconds"]["total"] = r.total_seconds;
   return j;

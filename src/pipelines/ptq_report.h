@@ -59,6 +59,8 @@ struct PtqReport {
   double prepare_seconds = 0;
   double total_seconds = 0;
   int threads = 0;
+  int world_size = 1;  // processes that calibrated and reconstructed together
+  int rank = 0;
   int64_t peak_rss_bytes = 0;
 };
 

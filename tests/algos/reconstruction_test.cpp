@@ -1,17 +1,20 @@
 // AdaRound, BRECQ and QDrop on a tiny residual CNN with 3-bit weights: the rounded weights stay on
 // their grid within one step of the float weight, the quantized model's output moves closer to
 // the float model's than round-to-nearest leaves it, runs repeat for a seed, and a cache budget
-// of zero recomputes instead of failing. A layer followed by an attention-style head split trains
+// of zero recomputes instead of failing. Two ranks on loopback, each with half the data, follow
+// one process on the whole batch. A layer followed by an attention-style head split trains
 // on its own output, and a unit without one row per sample is refused. Bad input gets clear
 // errors.
 #include <gtest/gtest.h>
 
+#include "algos/distributed.h"
 #include "algos/reconstruction.h"
 #include "core/error.h"
 #include "passes/fake_quantize_node.h"
 #include "support/checks.h"
 #include "support/head_split_graph.h"
 #include "support/quant_graphs.h"
+#include "support/rank_processes.h"
 #include "support/residual_graph.h"
 
 namespace qforge::testing {
@@ -247,6 +250,57 @@ TEST(Reconstruction, AWeightComputedByAnotherOpIsRefusedNamingTheOp) {
                    "reorder it"),
             std::string::npos)
       << e;
+}
+
+// With every sample in every batch (no random draw), two ranks holding half the samples each
+// compute, after averaging, the gradient one process computes on all of them: same rounding,
+// same learned scales (whose LSQ gradient is scaled by the batch each rank sees), same losses, up
+// to float summation order. A wrong average or a missing 1/sqrt(2) on the scales moves them apart.
+TEST(Reconstruction, TwoRanksWithHalfTheSamplesEachFollowOneProcessOnTheWholeBatch) {
+  const auto options = spawnedRankOptions();
+  if (!options) return runThisTestAsRanks(2, std::chrono::seconds(90));
+  algos::ProcessGroup group(*options);
+  ReconstructionConfig c = quick("brecq", 120);
+  c.batch = 96;  // every sample: each rank's 48 are its whole share
+  c.scale_lr = 1e-4;
+  auto one = calibratedModel();
+  const auto alone = reconstruct(*one, calibrationImages(), c);
+  auto ranked = calibratedModel();
+  const at::Tensor share = calibrationImages().narrow(0, 48 * group.rank(), 48);
+  const auto shared = reconstruct(*ranked, share, c, {}, &group);
+
+  const auto expected = weights(*one), got = weights(*ranked);
+  ASSERT_FALSE(expected.empty());
+  int64_t differing = 0, total = 0;
+  for (const auto& [name, w] : expected) {
+    differing += w.ne(got.at(name)).sum().item<int64_t>();
+    total += w.numel();
+    // Every rank ends with the same model: rank 0's weights, broadcast, equal this rank's.
+    const at::Tensor lead = got.at(name).clone();
+    group.broadcast({lead}, 0);
+    EXPECT_TRUE(at::equal(lead, got.at(name))) << name;
+  }
+  EXPECT_LE(differing, total / 500) << differing << " of " << total << " weights rounded apart";
+  int learned = 0;
+  for (quant::FakeQuantizer* q : one->quantizers()) {
+    if (q->scheme().perChannel()) continue;
+    const double a = q->qparams().scale[0].item<double>();
+    const double b = ranked->quantizer(q->name())->qparams().scale[0].item<double>();
+    EXPECT_NEAR(b, a, 1e-4 * a) << q->name();
+    learned += 1;
+  }
+  EXPECT_GT(learned, 0);
+  ASSERT_EQ(alone.units.size(), shared.units.size());
+  for (size_t u = 0; u < alone.units.size(); ++u) {
+    EXPECT_NEAR(shared.units[u].last_rec_loss, alone.units[u].last_rec_loss,
+                1e-3 * alone.units[u].last_rec_loss);
+  }
+  // A batch that does not split evenly over the ranks is refused, naming both flags.
+  c.batch = 15;
+  auto refused = calibratedModel();
+  const std::string e = errorOf([&] { reconstruct(*refused, share, c, {}, &group); });
+  EXPECT_NE(e.find("--recon-batch"), std::string::npos) << e;
+  EXPECT_NE(e.find("--world-size"), std::string::npos) << e;
 }
 
 TEST(Reconstruction, BadInputGetsOneClearError) {

@@ -1,5 +1,6 @@
 // `qforge quantize --algo ...`: reconstruction, equalization and bias correction from the CLI on
-// the zoo ResNet (a few iterations), the JSON report's figures, the cache budget, and bad input.
+// the zoo ResNet (a few iterations), the JSON report's figures, the cache budget, data-parallel
+// calibration and reconstruction over two processes, and bad input.
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -7,6 +8,7 @@
 
 #include "support/cli_runner.h"
 #include "support/onnx_builder.h"
+#include "support/rank_processes.h"
 
 namespace qforge::testing {
 namespace {
@@ -49,6 +51,76 @@ TEST(QuantizeAlgoCli, QDropReconstructsEveryBlockAndBeatsNaiveCalibration) {
   EXPECT_GT(q["quantized"]["top1"].get<double>(), n["quantized"]["top1"].get<double>() + 0.10)
       << "naive " << n["quantized"]["top1"] << ", qdrop " << q["quantized"]["top1"];
   EXPECT_GT(q["peak_rss_bytes"].get<int64_t>(), 0);
+}
+
+std::string fileText(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// Two ranks of `args` on loopback, rank r writing to out_r; returns both exit codes.
+std::vector<int> runTwoRanks(const std::string& args, const std::string& dir) {
+  const std::string master = "127.0.0.1:" + std::to_string(unusedLoopbackPort());
+  std::vector<pid_t> ranks;
+  for (int rank = 0; rank < 2; ++rank) {
+    const std::string r = std::to_string(rank);
+    ranks.push_back(spawnCli(args + " --world-size 2 --rank " + r + " --master " + master +
+                                 " --timeout 60 --out " + dir + "/out" + r,
+                             dir + "/rank" + r + ".log"));
+  }
+  return {waitExit(ranks[0]), waitExit(ranks[1])};
+}
+
+// EMA activation ranges depend on batch order: two ranks (3 and 2 of 5 batches) must fold them in
+// one process's order to write the same quantizers.json, byte for byte.
+TEST(QuantizeAlgoCli, TwoRanksCalibrateToTheQuantizersOfOneProcess) {
+  const std::string dir = makeTempDir("quantize-ranks");
+  const std::string common = "quantize " + zoo("resnet") +
+                             " --backend Academic --calib-batches 5 --calib-batch 32 --no-deploy "
+                             "--quiet";
+  const CliResult one = runCli(common + " --out " + dir + "/one", "QFORGE_NUM_THREADS=1");
+  ASSERT_EQ(one.exit_code, 0) << one.out;
+  const std::vector<int> exits = runTwoRanks(common + " --json", dir);
+  ASSERT_EQ(exits, (std::vector<int>{0, 0}))
+      << fileText(dir + "/rank0.log") << fileText(dir + "/rank1.log");
+  EXPECT_EQ(fileText(dir + "/out0/quantizers.json"), fileText(dir + "/one/quantizers.json"));
+  EXPECT_FALSE(std::filesystem::exists(dir + "/out1"));  // rank 1 writes nothing
+  const nlohmann::json report = nlohmann::json::parse(fileText(dir + "/out0/report.json"));
+  EXPECT_EQ(report["world_size"], 2);
+  EXPECT_EQ(report["calibration"]["batches"], 5);
+  EXPECT_EQ(report["calibration"]["samples"], 160);
+  const nlohmann::json rank1 = nlohmann::json::parse(fileText(dir + "/rank1.log"));
+  EXPECT_EQ(rank1["rank"], 1);
+  EXPECT_TRUE(rank1["files"].empty());
+}
+
+TEST(QuantizeAlgoCli, TwoRanksReconstructTogetherAndRefuseWhatRunsAlone) {
+  const std::string dir = makeTempDir("quantize-ranks-qdrop");
+  const std::vector<int> exits = runTwoRanks(
+      "quantize " + zoo("resnet") +
+          " --backend TensorRT --calib-batches 4 --calib-batch 32 --algo qdrop --iters 20 "
+          "--no-deploy --quiet --json",
+      dir);
+  ASSERT_EQ(exits, (std::vector<int>{0, 0}))
+      << fileText(dir + "/rank0.log") << fileText(dir + "/rank1.log");
+  const nlohmann::json report = nlohmann::json::parse(fileText(dir + "/out0/report.json"));
+  EXPECT_EQ(report["reconstruction"]["samples"], 128);  // both ranks' 64
+  EXPECT_EQ(report["reconstruction"]["iterations"], 5 * 20);
+  const CliResult tuned = runCli("quantize " + zoo("resnet") +
+                                 " --backend TensorRT --target-drop 1 --eval fashion-mnist:test "
+                                 "--world-size 2 --out " +
+                                 dir + "/tuned");
+  EXPECT_EQ(tuned.exit_code, 2);
+  EXPECT_NE(tuned.out.find("run in one process: drop --world-size or the target"),
+            std::string::npos)
+      << tuned.out;
+  EXPECT_FALSE(std::filesystem::exists(dir + "/tuned"));
+  const CliResult odd = runCli("quantize " + zoo("resnet") +
+                               " --backend TensorRT --algo qdrop --recon-batch 15 --world-size 2 "
+                               "--rank 2 --out " +
+                               dir + "/odd");
+  EXPECT_EQ(odd.exit_code, 2);
+  EXPECT_NE(odd.out.find("--rank"), std::string::npos) << odd.out;
 }
 
 TEST(QuantizeAlgoCli, EqualizationAndBiasCorrectionAreReported) {
