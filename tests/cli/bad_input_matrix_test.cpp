@@ -475,6 +475,11 @@ std::vector<Case> matrix() {
   add(f, "unknown algorithm", q + "--algo frob" + out, "frob");
   add(f, "bad cache limit", q + "--algo adaround --cache-limit lots" + out,
       "--cache-limit 'lots' is not a size");
+  add(f, "rank outside the world", q + "--world-size 2 --rank 2" + out,
+      "--rank must be in [0, 2) for --world-size 2, got 2");
+  add(f, "autotune across ranks",
+      q + "--world-size 2 --target-drop 1 --eval fashion-mnist:test" + out,
+      "run in one process: drop --world-size or the target");
   add(f, "bad tensor limit", "inspect " + resnet + " --max-tensor-bytes lots",
       "--max-tensor-bytes 'lots' is not a size");
   add(f, "zero node limit", "inspect " + resnet + " --max-nodes 0",
