@@ -8,6 +8,8 @@
 #include <utility>
 #include <vector>
 
+#include "algos/distributed.h"
+
 namespace qforge::cli {
 
 // A subcommand and the function that runs it once its options are parsed. Returns the exit code.
@@ -55,6 +57,11 @@ void addBackendOption(CLI::App* command, std::string& backend);
 // value is refused in one line naming the option.
 void addSeedOption(CLI::App* command, const std::string& name, int64_t& seed,
                    const std::string& description);
+
+// --world-size, --rank, --master and --timeout of the commands that run data parallel over c10d
+// (qat, quantize); `together` says what the processes do together ("training").
+void addDistributedOptions(CLI::App* command, algos::DistributedOptions& options,
+                           const std::string& together);
 
 // The resource-limit flags (limit_options.cpp) on a command that reads models, and applying what
 // they said (after parsing; throws Error for a bad size).

@@ -232,15 +232,7 @@ std::pair<CLI::App*, std::function<int()>> addQatCommand(CLI::App& app) {
       ->type_name(value_type::kDir);
   sub->add_option("--csv", o->csv, "Write per-epoch metrics to this CSV file")
       ->type_name(value_type::kFile);
-  sub->add_option("--world-size", o->distributed.world_size, "Processes training together")
-      ->capture_default_str();
-  sub->add_option("--rank", o->distributed.rank, "This process's rank (0 .. world size - 1)")
-      ->capture_default_str();
-  sub->add_option("--master", o->distributed.master, "ADDR:PORT where rank 0 listens")
-      ->capture_default_str();
-  sub->add_option("--timeout", o->distributed.timeout_seconds,
-                  "Seconds to wait for the other ranks")
-      ->capture_default_str();
+  addDistributedOptions(sub, o->distributed, "training");
   sub->add_flag("--no-deploy", flags->no_deploy, "Save the prepared model only");
   sub->add_flag("--json", flags->json, "Print the report as JSON");
   sub->add_flag("--quiet,-q", flags->quiet, "No progress bar");

@@ -420,17 +420,7 @@ std::pair<CLI::App*, std::function<int()>> addQuantizeCommand(CLI::App& app) {
                   "Mixed precision with the quantized weights in at most this many bytes (2M, "
                   "512K, a count)")
       ->type_name("SIZE");
-  sub->add_option("--world-size", o->distributed.world_size,
-                  "Processes calibrating and reconstructing together (each a share of the "
-                  "batches)")
-      ->capture_default_str();
-  sub->add_option("--rank", o->distributed.rank, "This process's rank (0 .. world size - 1)")
-      ->capture_default_str();
-  sub->add_option("--master", o->distributed.master, "ADDR:PORT where rank 0 listens")
-      ->capture_default_str();
-  sub->add_option("--timeout", o->distributed.timeout_seconds,
-                  "Seconds to wait for the other ranks")
-      ->capture_default_str();
+  addDistributedOptions(sub, o->distributed, "calibrating and reconstructing");
   sub->add_option("--report", flags->report_html,
                   "Write a self-contained HTML report: float vs quantized, the autotune trials "
                   "or the mixed-precision choice")
