@@ -122,7 +122,9 @@ struct ProcessGroup::Connection {
     } catch (const Error&) {
       throw;
     } catch (const std::exception& e) {
-      throw Error(who + ": " + operation + " failed: " + firstLine(e));
+      // Most often another rank stopped on an error of its own, which its output names.
+      throw Error(who + ": " + operation + " failed: " + firstLine(e) +
+                  "; if another rank stopped first, its own error says why");
     }
   }
 

@@ -36,20 +36,27 @@ Graph loadFloatModel(const PtqOptions& o) {
   return importOnnxFile(o.model_path);
 }
 
-// This rank's share of the first `batches` batches of the calibration data (batches rank,
-// rank + world, ...; all of them alone), as one tensor.
-at::Tensor collectInputs(data::BatchLoader& loader, int64_t batches, int rank, int world) {
+// The first `batches` batches of the calibration data, as one tensor.
+at::Tensor collectInputs(data::BatchLoader& loader, int64_t batches) {
   loader.reset();
   std::vector<at::Tensor> parts;
-  loader.skip(rank);
-  for (int64_t b = rank; b < batches; b += world) {
+  while (static_cast<int64_t>(parts.size()) < batches) {
     auto batch = loader.next();
     if (!batch) break;
     parts.push_back(batch->inputs);
-    loader.skip(world - 1);
   }
   require(!parts.empty(), "the calibration data yielded no batch to reconstruct on");
   return at::cat(parts);
+}
+
+// Rank r's contiguous share of the samples (the rows [r n / N, (r + 1) n / N)), split by sample
+// rather than by batch so that every rank gets some even when there are fewer batches than ranks;
+// every rank sees the same n, so a share too small for a step fails alike on all of them.
+at::Tensor rankShare(const at::Tensor& samples, algos::ProcessGroup* group) {
+  if (!group || group->worldSize() == 1) return samples;
+  const int64_t n = samples.size(0), world = group->worldSize(), rank = group->rank();
+  const int64_t begin = rank * n / world, end = (rank + 1) * n / world;
+  return samples.narrow(0, begin, end - begin);
 }
 
 algos::CalibrationResult calibrateWithProgress(passes::PreparedModel& model,
@@ -83,8 +90,8 @@ ReconstructionSummary reconstructWithProgress(passes::PreparedModel& model,
                                               const algos::ReconstructionConfig& config,
                                               const ProgressCallback& progress,
                                               algos::ProcessGroup* group) {
-  const at::Tensor images = collectInputs(calib_loader, calib_batches, group ? group->rank() : 0,
-                                          group ? group->worldSize() : 1);
+  const at::Tensor all = collectInputs(calib_loader, calib_batches);
+  const at::Tensor images = rankShare(all, group);
   ProgressEvent event;
   event.stage = "reconstruct";
   event.unit = "it";
@@ -109,12 +116,7 @@ ReconstructionSummary reconstructWithProgress(passes::PreparedModel& model,
     event.last = true;
     progress(event);
   }
-  summary.samples = images.size(0);
-  if (group) {
-    const at::Tensor samples = at::full({1}, static_cast<double>(summary.samples), at::kDouble);
-    group->allReduceSum({samples});
-    summary.samples = static_cast<int64_t>(samples.item<double>());
-  }
+  summary.samples = all.size(0);
   return summary;
 }
 

@@ -94,18 +94,30 @@ TEST(QuantizeAlgoCli, TwoRanksCalibrateToTheQuantizersOfOneProcess) {
   EXPECT_TRUE(rank1["files"].empty());
 }
 
+// One calibration batch for two ranks: calibration runs it on rank 0 alone, reconstruction splits
+// its samples. Too few samples for a step fail on both ranks with the same line.
 TEST(QuantizeAlgoCli, TwoRanksReconstructTogetherAndRefuseWhatRunsAlone) {
   const std::string dir = makeTempDir("quantize-ranks-qdrop");
-  const std::vector<int> exits = runTwoRanks(
-      "quantize " + zoo("resnet") +
-          " --backend TensorRT --calib-batches 4 --calib-batch 32 --algo qdrop --iters 20 "
-          "--no-deploy --quiet --json",
-      dir);
+  const std::string common = "quantize " + zoo("resnet") +
+                             " --backend TensorRT --calib-batches 1 --algo qdrop --iters 20 "
+                             "--no-deploy --quiet --json";
+  const std::vector<int> exits = runTwoRanks(common + " --calib-batch 64", dir);
   ASSERT_EQ(exits, (std::vector<int>{0, 0}))
       << fileText(dir + "/rank0.log") << fileText(dir + "/rank1.log");
   const nlohmann::json report = nlohmann::json::parse(fileText(dir + "/out0/report.json"));
-  EXPECT_EQ(report["reconstruction"]["samples"], 128);  // both ranks' 64
+  EXPECT_EQ(report["calibration"]["batches"], 1);
+  EXPECT_EQ(report["reconstruction"]["samples"], 64);  // 32 on each rank
   EXPECT_EQ(report["reconstruction"]["iterations"], 5 * 20);
+  const std::string small = dir + "/small";
+  std::filesystem::create_directories(small);
+  EXPECT_EQ(runTwoRanks(common + " --calib-batch 8", small), (std::vector<int>{2, 2}));
+  for (const char* rank : {"/rank0.log", "/rank1.log"}) {
+    EXPECT_NE(fileText(small + rank)
+                  .find("a reconstruction batch of 16 per rank needs at least 16 calibration "
+                        "samples, got 4"),
+              std::string::npos)
+        << fileText(small + rank);
+  }
   const CliResult tuned = runCli("quantize " + zoo("resnet") +
                                  " --backend TensorRT --target-drop 1 --eval fashion-mnist:test "
                                  "--world-size 2 --out " +
