@@ -71,9 +71,8 @@ std::pair<int64_t, int64_t> runRounds(passes::PreparedModel& model, data::BatchL
     }
     if (parallel) {
       foldObservationsOfAllRanks(group, observers);
-      const at::Tensor counts = at::tensor({first + rank < planned && round_samples > 0 ? 1.0 : 0.0,
-                                            static_cast<double>(round_samples)},
-                                           at::kDouble);
+      const at::Tensor counts = at::tensor(
+          {round_samples > 0 ? 1.0 : 0.0, static_cast<double>(round_samples)}, at::kDouble);
       group->allReduceSum({counts});
       batches += static_cast<int64_t>(counts[0].item<double>());
       samples += static_cast<int64_t>(counts[1].item<double>());

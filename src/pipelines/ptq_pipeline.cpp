@@ -212,6 +212,13 @@ std::string preparePassList(const PtqOptions& o) {
 
 namespace {
 
+// What the whole run cost: threads, peak memory and seconds since `start`.
+void stampRunFigures(PtqReport& report, Clock::time_point start) {
+  report.threads = at::get_num_threads();
+  report.peak_rss_bytes = peakResidentBytes();
+  report.total_seconds = secondsSince(start);
+}
+
 // The settings checked before anything is locked or read: counts, reconstruction, backend.
 backends::BackendConfig checkedBackend(const PtqOptions& o,
                                        std::optional<algos::ReconstructionConfig>& recon) {
@@ -303,9 +310,7 @@ PtqResult runPtqPipeline(const PtqOptions& o, const ProgressCallback& progress) 
   if (o.distributed.rank != 0) {
     // The other ranks' share of calibration and reconstruction; rank 0 writes the outputs.
     PtqResult result = quantizeModel(o, progress);
-    result.report.threads = at::get_num_threads();
-    result.report.peak_rss_bytes = peakResidentBytes();
-    result.report.total_seconds = secondsSince(start);
+    stampRunFigures(result.report, start);
     return result;
   }
   // Locked now, so a second run writing the same directory is refused before any work.
@@ -350,9 +355,7 @@ PtqResult runPtqPipeline(const PtqOptions& o, const ProgressCallback& progress) 
   report.autotune = tuned;
   report.mixed_precision = mixed;
   writeOutputs(o, *result.model, tuned_config, out, report);
-  report.threads = at::get_num_threads();
-  report.peak_rss_bytes = peakResidentBytes();
-  report.total_seconds = secondsSince(start);
+  stampRunFigures(report, start);
   writeFileAtomically((std::filesystem::path(out.staging()) / "report.json").string(),
                       ptqReportJson(report).dump(2) + "\n");
   out.commit();

@@ -17,7 +17,8 @@ namespace quant {
 
 class AbsHistogram {
  public:
-  explicit AbsHistogram(int64_t bins = 16384);
+  static constexpr int64_t kDefaultBins = 16384;
+  explicit AbsHistogram(int64_t bins = kDefaultBins);
 
   // Adds |x| for a contiguous float32 tensor whose largest |value| is `max_abs` (finite; the
   // caller computed it in its min/max pass).

@@ -6,11 +6,12 @@
 #include "quant/abs_histogram.h"
 #include "quant/entropy_calibration.h"
 #include "quant/observer.h"
+#include "quant/observers/abs_histogram_observer.h"
 
 namespace qforge {
 namespace quant {
 
-class KlObserver : public Observer {
+class KlObserver : public AbsHistogramObserver {
  public:
   // quantized_bins = 0 derives the count from the scheme (qmax + 1).
   KlObserver(std::string tensor_name, QScheme scheme, int64_t bins = 2048,
@@ -20,19 +21,14 @@ class KlObserver : public Observer {
   EntropyCalibration calibration() const;
   // The 2048-bin histogram of |x| over [0, max|x|] the calibration runs on.
   std::vector<double> calibrationHistogram() const;
-  double maxAbs() const { return histogram_.maxAbs(); }
+  double maxAbs() const { return histogram().maxAbs(); }
 
  protected:
-  BatchSummary summarizeBatch(const at::Tensor& x, const MinMax& stats) override;
-  void foldBatch(const BatchSummary& summary) override;
   std::pair<at::Tensor, at::Tensor> computeRange() const override;
-  void resetState() override;
 
  private:
   int64_t bins_;
   int64_t quantized_bins_;
-  AbsHistogram histogram_;
-  float min_ = 0.0f, max_ = 0.0f;
 };
 
 }  // namespace quant

@@ -12,40 +12,19 @@ float maxAbs(const MinMax& stats) {
   return std::max(std::fabs(stats.min), std::fabs(stats.max));
 }
 
-at::Tensor minAndMax(const MinMax& stats) {
-  return at::tensor({stats.min, stats.max}, at::kFloat);
-}
-
 }  // namespace
 
 PercentileObserver::PercentileObserver(std::string tensor_name, QScheme scheme, double percentile)
-    : Observer("Percentile", std::move(tensor_name), scheme, /*supports_per_channel=*/false),
+    : AbsHistogramObserver("Percentile", std::move(tensor_name), scheme,
+                           AbsHistogram::kDefaultBins),
       percentile_(percentile) {
   if (!(percentile > 0.0 && percentile <= 100.0)) {
     fail("percentile " + std::to_string(percentile) + " is not in (0, 100]");
   }
 }
 
-BatchSummary PercentileObserver::summarizeBatch(const at::Tensor& x, const MinMax& stats) {
-  AbsHistogram batch(histogram_.bins());
-  batch.add(x, maxAbs(stats));
-  return {batch.toTensor(), minAndMax(stats)};
-}
-
-void PercentileObserver::foldBatch(const BatchSummary& summary) {
-  histogram_.merge(AbsHistogram::fromTensor(summary.at(0)));
-  const float lo = summary.at(1)[0].item<float>(), hi = summary.at(1)[1].item<float>();
-  min_ = hasFolded() ? std::min(min_, lo) : lo;
-  max_ = hasFolded() ? std::max(max_, hi) : hi;
-}
-
 std::pair<at::Tensor, at::Tensor> PercentileObserver::computeRange() const {
-  const double clip = histogram_.quantile(percentile_ / 100.0);
-  return scalarRange(std::max<double>(min_, -clip), std::min<double>(max_, clip));
-}
-
-void PercentileObserver::resetState() {
-  histogram_.clear();
+  return clippedRange(histogram().quantile(percentile_ / 100.0));
 }
 
 EmaQuantileObserver::EmaQuantileObserver(std::string tensor_name, QScheme scheme, double percentile,

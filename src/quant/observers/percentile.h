@@ -5,28 +5,22 @@
 
 #include "quant/abs_histogram.h"
 #include "quant/observer.h"
+#include "quant/observers/abs_histogram_observer.h"
 
 namespace qforge {
 namespace quant {
 
-class PercentileObserver : public Observer {
+class PercentileObserver : public AbsHistogramObserver {
  public:
   // `percentile` in (0, 100]: the clip t has that share of |x| at or below it; the range is
   // [max(min, -t), min(max, t)].
   PercentileObserver(std::string tensor_name, QScheme scheme, double percentile = 99.99);
 
-  const AbsHistogram& histogram() const { return histogram_; }
-
  protected:
-  BatchSummary summarizeBatch(const at::Tensor& x, const MinMax& stats) override;
-  void foldBatch(const BatchSummary& summary) override;
   std::pair<at::Tensor, at::Tensor> computeRange() const override;
-  void resetState() override;
 
  private:
   double percentile_;
-  AbsHistogram histogram_;
-  float min_ = 0.0f, max_ = 0.0f;
 };
 
 class EmaQuantileObserver : public Observer {
