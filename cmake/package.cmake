@@ -48,7 +48,7 @@ package: find_package(qforge) and link qforge::qforge.")
 # its shlibdeps Depends, the libtorch/libonnx/libprotobuf sonames libqforge.a was compiled for.
 set(CPACK_DEBIAN_DEV_PACKAGE_DEPENDS
     "qforge (= ${PROJECT_VERSION}), libtorch-dev, libonnx-dev, libprotobuf-dev"
-    "nlohmann-json3-dev, libcli11-dev, zlib1g-dev, libyaml-cpp-dev")
+    "nlohmann-json3-dev, libcli11-dev, zlib1g-dev, libyaml-cpp-dev, libdnnl-dev")
 list(JOIN CPACK_DEBIAN_DEV_PACKAGE_DEPENDS ", " CPACK_DEBIAN_DEV_PACKAGE_DEPENDS)
 
 # python3-qforge: `import qforge` for Debian's python3 (python/). Its shlibdeps Depends are the

@@ -15,6 +15,10 @@ packages=(
   # OpenMP build shares libtorch's OpenMP threads; the pthread build's own pool spun against them
   # (MobileNetV2 calibration 76 -> 70 ms, bench/executor_speed_table.py).
   libopenblas0-openmp
+  # oneDNN's headers and CMake package: inference convolutions call the oneDNN that libtorch
+  # links directly, with weights reordered once and BatchNormalization/activations fused
+  # (exec/ops/dnnl_conv.cpp; bench/executor_speed_table.py).
+  libdnnl-dev
   # c10d's ProcessGroupGloo headers (data-parallel QAT) include gloo's.
   libgloo-dev
   # groff renders the generated man pages in tests/cli/man_page_test.cpp (man-db pulls it in

@@ -84,7 +84,14 @@ std::vector<std::string> Executor::unsupportedOps(const Graph& graph, const OpRe
 
 Executor::Executor(const Graph& graph, ExecutorOptions options, const OpRegistry& registry)
     : graph_(graph), options_(options) {
-  for (const Node* node : graph.topologicalOrder()) {
+  // Nodes without inputs (Constant, mostly) first: exporters put a Clip's bound right before the
+  // Clip, which would otherwise sit between a Conv and the Clip it can compute (Step::tail).
+  std::vector<Node*> order = graph.topologicalOrder();
+  std::stable_partition(order.begin(), order.end(), [](const Node* node) {
+    return std::all_of(node->inputs().begin(), node->inputs().end(),
+                       [](const Value* in) { return in == nullptr; });
+  });
+  for (const Node* node : order) {
     const int64_t opset = opsetOf(graph, *node);
     const OpInfo* info = registry.find(node->domain(), node->opType(), opset);
     if (info == nullptr) {
@@ -102,9 +109,73 @@ Executor::Executor(const Graph& graph, ExecutorOptions options, const OpRegistry
                        : " (the op is not supported yet)"));
     }
     if (hasSubgraphs(*node)) checkBodies(*node, graph.model, options, registry);
-    steps_.push_back(Step{node, info, opset, false, {}});
+    steps_.push_back(Step{node, info, opset, false, {}, {}});
   }
+  std::unordered_map<const Node*, size_t> index;
+  for (size_t i = 0; i < steps_.size(); ++i)
+    index[steps_[i].node] = i;
+  for (size_t i = 0; i < steps_.size(); ++i)
+    steps_[i].tail = planTail(i, index);
   resetProfile();
+}
+
+namespace {
+
+// A Conv's BatchNormalization and activation: longer chains buy nothing the kernels offer.
+constexpr size_t kMaxTail = 2;
+
+}  // namespace
+
+// The chain of single readers after step `head` whose op types its lowering may absorb: each
+// reads the previous node's only used output, output 0, at its input 0 and nothing else reads
+// it; every other input of theirs is ready before `head` runs.
+std::vector<size_t> Executor::planTail(size_t head,
+                                       const std::unordered_map<const Node*, size_t>& index) const {
+  const std::vector<std::string>& fusable = steps_[head].info->fusable_followers;
+  std::vector<size_t> tail;
+  const Node* last = steps_[head].node;
+  while (!fusable.empty() && tail.size() < kMaxTail && !last->outputs().empty()) {
+    const Value* v = last->outputs()[0];
+    if (graph_.isGraphOutput(v) || v->uses().size() != 1) break;
+    const bool others_unused =
+        std::all_of(last->outputs().begin() + 1, last->outputs().end(),
+                    [&](const Value* o) { return o->uses().empty() && !graph_.isGraphOutput(o); });
+    const Use& use = v->uses()[0];
+    const Node* next = use.node;
+    if (!others_unused || use.index != 0 || !next->domain().empty() ||
+        std::find(fusable.begin(), fusable.end(), next->opType()) == fusable.end()) {
+      break;
+    }
+    const bool ready =
+        std::all_of(next->inputs().begin() + 1, next->inputs().end(), [&](const Value* in) {
+          return in == nullptr || in->producer() == nullptr || index.at(in->producer()) < head;
+        });
+    if (!ready) break;
+    tail.push_back(index.at(next));
+    last = next;
+  }
+  return tail;
+}
+
+// How much of the planned tail is offered: none while gradients are recorded, else the followers
+// up to the first value between them that something can see (a hook: an observer or a quantizer;
+// a requested or a fed value).
+size_t Executor::offeredTail(const Step& s, const std::unordered_set<const Node*>& needed,
+                             const std::unordered_set<const Value*>& keep,
+                             const TensorMap& feeds) const {
+  if (options_.enable_grad) return 0;
+  size_t count = 0;
+  const Node* previous = s.node;
+  for (size_t t : s.tail) {
+    const Value* between = previous->outputs()[0];
+    if (!needed.count(steps_[t].node) || hooked(*between) || keep.count(between) ||
+        feeds.count(between->name())) {
+      break;
+    }
+    ++count;
+    previous = steps_[t].node;
+  }
+  return count;
 }
 
 void Executor::resetProfile() {
@@ -129,6 +200,11 @@ void Executor::removeHook(int64_t id) {
 
 void Executor::clearHooks() {
   hooks_.clear();
+}
+
+bool Executor::hooked(const Value& v) const {
+  return std::any_of(hooks_.begin(), hooks_.end(),
+                     [&](const HookEntry& h) { return h.value == v.name(); });
 }
 
 at::Tensor Executor::applyHooks(const Value& v, at::Tensor t) const {
@@ -266,9 +342,11 @@ TensorMap Executor::runSteps(const TensorMap& feeds, const std::vector<const Val
     return t;
   };
 
+  // Steps whose work an earlier step's lowering did in its own kernel (Step::tail).
+  std::vector<bool> absorbed(steps_.size(), false);
   for (size_t step = 0; step < steps_.size(); ++step) {
     const Step& s = steps_[step];
-    if (!needed.count(s.node)) continue;
+    if (!needed.count(s.node) || absorbed[step]) continue;
     const auto start = options_.profile ? std::chrono::steady_clock::now()
                                         : std::chrono::steady_clock::time_point();
     std::vector<at::Tensor> inputs;
@@ -276,11 +354,25 @@ TensorMap Executor::runSteps(const TensorMap& feeds, const std::vector<const Val
     for (const Value* in : s.node->inputs())
       inputs.push_back(in ? fetch(in) : at::Tensor());
     std::vector<at::Tensor> results;
+    size_t absorbed_count = 0;
     {
       OpContext ctx(*s.node, s.opset, std::move(inputs));
       ctx.setNodeState(&s.state);
       if (!options_.enable_grad) {
         ctx.setOverwritable(overwritableInputs(*s.node, ctx, reads, keep, feeds));
+      }
+      if (const size_t offered = offeredTail(s, needed, keep, feeds); offered > 0) {
+        std::vector<OpContext> tail;
+        for (size_t t : std::vector<size_t>(s.tail.begin(), s.tail.begin() + offered)) {
+          const Node& follower = *steps_[t].node;
+          std::vector<at::Tensor> follower_inputs = {at::Tensor()};  // the previous node's output
+          for (size_t i = 1; i < follower.inputs().size(); ++i) {
+            const Value* in = follower.inputs()[i];
+            follower_inputs.push_back(in ? fetch(in) : at::Tensor());
+          }
+          tail.emplace_back(follower, steps_[t].opset, std::move(follower_inputs));
+        }
+        ctx.setTail(std::move(tail));
       }
       try {
         results = s.half_via_float ? runHalfInFloat32(*s.info, ctx) : s.info->run(ctx);
@@ -299,9 +391,22 @@ TensorMap Executor::runSteps(const TensorMap& feeds, const std::vector<const Val
           throw Error(s.node->describe() + ", opset " + std::to_string(s.opset) + ": " + what);
         }
       }
+      absorbed_count = std::min(ctx.absorbed(), ctx.tail().size());
+    }
+    if (absorbed_count > 0) {
+      // The lowering computed its followers too: its output is the last one's, and the
+      // followers' reads are done.
+      const Node& last = *steps_[s.tail[absorbed_count - 1]].node;
+      env[last.outputs()[0]] = applyHooks(*last.outputs()[0], results.at(0));
+      for (size_t k = 0; k < absorbed_count; ++k) {
+        absorbed[s.tail[k]] = true;
+        for (const Value* in : steps_[s.tail[k]].node->inputs()) {
+          if (in != nullptr && --reads[in] == 0 && !keep.count(in)) env.erase(in);
+        }
+      }
     }
     const auto& outs = s.node->outputs();
-    if (results.size() < outs.size()) {
+    if (absorbed_count == 0 && results.size() < outs.size()) {
       // Trailing optional outputs nobody reads may be omitted by a lowering.
       for (size_t i = results.size(); i < outs.size(); ++i) {
         require(outs[i]->uses().empty() && !graph_.isGraphOutput(outs[i]),
@@ -309,7 +414,7 @@ TensorMap Executor::runSteps(const TensorMap& feeds, const std::vector<const Val
                     "not compute it");
       }
     }
-    for (size_t i = 0; i < outs.size() && i < results.size(); ++i) {
+    for (size_t i = 0; absorbed_count == 0 && i < outs.size() && i < results.size(); ++i) {
       if (!results[i].defined()) continue;
       env[outs[i]] = applyHooks(*outs[i], results[i]);
     }

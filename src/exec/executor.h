@@ -77,6 +77,10 @@ class Executor {
     // Learnt on the first run: the op has no float16 kernel, so it runs widened to float32.
     mutable bool half_via_float = false;
     mutable std::any state;  // OpContext::nodeState
+    // Steps right after this one that its lowering may compute in its own kernel
+    // (OpInfo::fusable_followers), planned from the graph; offered at run time up to the first
+    // value between them that something observes (OpContext::tail).
+    std::vector<size_t> tail;
   };
   struct HookEntry {
     int64_t id;
@@ -86,6 +90,11 @@ class Executor {
 
   TensorMap runSteps(const TensorMap& feeds, const std::vector<const Value*>& wanted);
   at::Tensor applyHooks(const Value& v, at::Tensor t) const;
+  bool hooked(const Value& v) const;
+  std::vector<size_t> planTail(size_t head,
+                               const std::unordered_map<const Node*, size_t>& index) const;
+  size_t offeredTail(const Step& s, const std::unordered_set<const Node*>& needed,
+                     const std::unordered_set<const Value*>& keep, const TensorMap& feeds) const;
   std::vector<bool> overwritableInputs(const Node& node, const OpContext& ctx,
                                        const std::unordered_map<const Value*, size_t>& reads,
                                        const std::unordered_set<const Value*>& keep,

@@ -43,6 +43,15 @@ class OpContext {
   void setNodeState(std::any* state) { state_ = state; }
   // Number of declared outputs of the node (some ops, e.g. Split, produce that many).
   size_t outputCount() const { return node_.outputs().size(); }
+  // The nodes right after this one that the lowering may compute inside its own kernel (a Conv's
+  // BatchNormalization and activation; OpInfo::fusable_followers), each reading the previous
+  // one's output 0 at its input 0, which is left undefined here. The executor offers them only
+  // when nothing can observe the values between them. Empty outside an executor's plan.
+  const std::vector<OpContext>& tail() const { return tail_; }
+  void setTail(std::vector<OpContext> tail) { tail_ = std::move(tail); }
+  // How many of tail() the lowering computed: its output 0 is then the last of those nodes'.
+  size_t absorbed() const { return absorbed_; }
+  void absorb(size_t count) const { absorbed_ = count; }
 
   bool hasAttr(const std::string& name) const { return node_.attributes.has(name); }
   int64_t attrInt(const std::string& name, int64_t fallback) const;
@@ -66,6 +75,8 @@ class OpContext {
   std::vector<at::Tensor> inputs_;
   std::vector<bool> overwritable_;
   std::any* state_ = nullptr;
+  std::vector<OpContext> tail_;
+  mutable size_t absorbed_ = 0;
 };
 
 // Lowers one node: returns one tensor per output (an undefined tensor for an unused optional
@@ -129,6 +140,11 @@ struct OpInfo {
   // Computes shapes, indices or constants rather than activations (Shape, Constant, Cast): the
   // report does not list it among the ops a backend leaves in float.
   bool shape_computation = false;
+  // Default-domain op types that the lowering may compute inside its own kernel when they come
+  // right after the node (OpContext::tail): Conv's oneDNN kernel folds an inference
+  // BatchNormalization and applies an activation. Purely an execution matter: the graph, its
+  // quantization and its exports keep every node.
+  std::vector<std::string> fusable_followers;
   OutputSign output_sign = OutputSign::Unknown;
   // Refines output_sign from the node's attributes and constant inputs (Clip's lower bound,
   // Resize's cubic mode); empty when output_sign holds for every node.

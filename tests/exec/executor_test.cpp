@@ -3,6 +3,10 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <map>
+#include <string>
+#include <vector>
+
 #include "core/error.h"
 #include "support/checks.h"
 
@@ -339,6 +343,193 @@ TEST(ExecutorTest, AFloat16OpThatFailsForAnotherReasonStillFailsNamingTheNode) {
   });
   EXPECT_NE(e.find("node 'conv' (Conv)"), std::string::npos) << e;
   EXPECT_EQ(e.find("Half"), std::string::npos) << e;
+}
+
+// --- Followers computed inside a node's kernel (OpInfo::fusable_followers, OpContext::tail) ---
+
+// "Double" absorbs as many of its offered followers ("Neg", "Add") as `absorb_limit` allows,
+// computing them itself; every lowering counts its calls, so a test sees which nodes ran alone.
+struct TailRegistry {
+  OpRegistry registry;
+  std::map<std::string, int> calls;
+  std::vector<size_t> offered;  // tail sizes offered to Double, one entry per run
+  size_t absorb_limit = 10;
+
+  TailRegistry() {
+    OpInfo twice;
+    twice.op_type = "Double";
+    twice.fusable_followers = {"Neg", "Add"};
+    twice.run = [this](const OpContext& c) {
+      ++calls["Double"];
+      offered.push_back(c.tail().size());
+      at::Tensor y = c.input(0) * 2;
+      size_t n = 0;
+      for (; n < c.tail().size() && n < absorb_limit; ++n) {
+        const OpContext& f = c.tail()[n];
+        EXPECT_FALSE(f.hasInput(0));  // the previous node's output is not materialized
+        y = f.node().opType() == "Neg" ? -y : y + f.input(1);
+      }
+      c.absorb(n);
+      return std::vector<at::Tensor>{y};
+    };
+    registry.add(twice);
+    OpInfo neg;
+    neg.op_type = "Neg";
+    neg.run = [this](const OpContext& c) {
+      ++calls["Neg"];
+      return std::vector<at::Tensor>{-c.input(0)};
+    };
+    registry.add(neg);
+    OpInfo add;
+    add.op_type = "Add";
+    add.run = [this](const OpContext& c) {
+      ++calls["Add"];
+      return std::vector<at::Tensor>{c.input(0) + c.input(1)};
+    };
+    registry.add(add);
+    OpInfo constant;
+    constant.op_type = "Constant";
+    constant.run = [](const OpContext&) {
+      return std::vector<at::Tensor>{at::tensor({100.f, 200.f})};
+    };
+    registry.add(constant);
+  }
+};
+
+// x -> Double -> Neg -> Add(., c) -> y, with c an initializer: y = -2x + c.
+struct TailNet {
+  Graph g;
+  TailNet() {
+    g.model.opset_imports = {{"", 13}};
+    Value* x = g.addValue("x");
+    g.addInput(x);
+    Value* c = g.addInitializer("c", at::tensor({10.f, 20.f}));
+    Node* twice = g.addNode("Double", {x}, {"x2"}, "double");
+    Node* neg = g.addNode("Neg", {twice->output(0)}, {"n"}, "neg");
+    Node* add = g.addNode("Add", {neg->output(0), c}, {"y"}, "add");
+    g.addOutput(add->output(0));
+  }
+};
+
+const at::Tensor kTailInput = at::tensor({1.f, 2.f});
+const at::Tensor kTailResult = at::tensor({8.f, 16.f});  // -2x + c
+
+TEST(ExecutorTailTest, FollowersAreComputedInTheFirstNodesKernel) {
+  TailRegistry r;
+  TailNet net;
+  Executor ex(net.g, {}, r.registry);
+  EXPECT_TRUE(at::equal(ex.run({{"x", kTailInput}}).at("y"), kTailResult));
+  EXPECT_EQ(r.offered, std::vector<size_t>{2});
+  EXPECT_EQ(r.calls["Neg"] + r.calls["Add"], 0);
+}
+
+TEST(ExecutorTailTest, AFollowerTheKernelDeclinesRunsItself) {
+  TailRegistry r;
+  r.absorb_limit = 1;
+  TailNet net;
+  Executor ex(net.g, {}, r.registry);
+  EXPECT_TRUE(at::equal(ex.run({{"x", kTailInput}}).at("y"), kTailResult));
+  EXPECT_EQ(r.calls["Neg"], 0);
+  EXPECT_EQ(r.calls["Add"], 1);
+}
+
+// Anything that can see a value between the nodes keeps them apart from there on: a hook (an
+// observer or a quantizer), a request for the value, a feed of it, or gradients being recorded.
+TEST(ExecutorTailTest, NothingIsAbsorbedPastAValueSomethingObserves) {
+  {
+    TailRegistry r;
+    TailNet net;
+    Executor ex(net.g, {}, r.registry);
+    at::Tensor seen;
+    ex.addHook("n", [&](const Value&, const at::Tensor& t) {
+      seen = t;
+      return t;
+    });
+    EXPECT_TRUE(at::equal(ex.run({{"x", kTailInput}}).at("y"), kTailResult));
+    EXPECT_TRUE(at::equal(seen, at::tensor({-2.f, -4.f})));
+    EXPECT_EQ(r.offered, std::vector<size_t>{1});  // Neg, whose output the hook then sees
+    EXPECT_EQ(r.calls["Neg"], 0);
+    EXPECT_EQ(r.calls["Add"], 1);
+  }
+  {
+    TailRegistry r;
+    TailNet net;
+    Executor ex(net.g, {}, r.registry);
+    ex.addHook("x2", [](const Value&, const at::Tensor& t) { return t; });
+    EXPECT_TRUE(at::equal(ex.run({{"x", kTailInput}}).at("y"), kTailResult));
+    EXPECT_EQ(r.offered, std::vector<size_t>{0});
+    EXPECT_EQ(r.calls["Neg"], 1);
+  }
+  {
+    TailRegistry r;
+    TailNet net;
+    Executor ex(net.g, {}, r.registry);
+    const TensorMap out = ex.run({{"x", kTailInput}}, {"x2", "y"});
+    EXPECT_TRUE(at::equal(out.at("x2"), at::tensor({2.f, 4.f})));
+    EXPECT_TRUE(at::equal(out.at("y"), kTailResult));
+    EXPECT_EQ(r.offered, std::vector<size_t>{0});
+  }
+  {
+    TailRegistry r;
+    TailNet net;
+    net.g.value("c")->setInitializer(at::tensor({10.f, 20.f}).requires_grad_());
+    Executor ex(net.g, ExecutorOptions{true}, r.registry);
+    EXPECT_TRUE(at::allclose(ex.run({{"x", kTailInput}}).at("y"), kTailResult));
+    EXPECT_EQ(r.offered, std::vector<size_t>{0});
+    EXPECT_EQ(r.calls["Add"], 1);
+  }
+  {
+    TailRegistry r;
+    TailNet net;
+    Executor ex(net.g, {}, r.registry);
+    EXPECT_TRUE(at::equal(ex.run({{"x", kTailInput}, {"n", at::tensor({1.f, 1.f})}}).at("y"),
+                          at::tensor({11.f, 21.f})));
+    EXPECT_EQ(r.calls["Double"], 0);
+    EXPECT_EQ(r.calls["Add"], 1);
+  }
+}
+
+TEST(ExecutorTailTest, AValueWithTwoReadersEndsTheChain) {
+  TailRegistry r;
+  TailNet net;
+  net.g.addOutput(net.g.addNode("Neg", {net.g.value("x2")}, {"other"}, "other")->output(0));
+  Executor ex(net.g, {}, r.registry);
+  const TensorMap out = ex.run({{"x", kTailInput}});
+  EXPECT_TRUE(at::equal(out.at("y"), kTailResult));
+  EXPECT_TRUE(at::equal(out.at("other"), at::tensor({-2.f, -4.f})));
+  EXPECT_EQ(r.offered, std::vector<size_t>{0});
+}
+
+// A follower's other input must exist when the first node runs: one computed from the graph
+// after it ends the chain; a Constant placed after it is moved first, as inputs-free nodes are.
+TEST(ExecutorTailTest, AFollowersOtherInputsMustBeReadyWhenTheFirstNodeRuns) {
+  {
+    TailRegistry r;
+    Graph g;
+    g.model.opset_imports = {{"", 13}};
+    Value* x = g.addValue("x");
+    g.addInput(x);
+    Node* twice = g.addNode("Double", {x}, {"x2"}, "double");
+    Node* later = g.addNode("Neg", {x}, {"nx"}, "later");
+    g.addOutput(g.addNode("Add", {twice->output(0), later->output(0)}, {"y"}, "add")->output(0));
+    Executor ex(g, {}, r.registry);
+    EXPECT_TRUE(at::equal(ex.run({{"x", kTailInput}}).at("y"), at::tensor({1.f, 2.f})));
+    EXPECT_EQ(r.offered, std::vector<size_t>{0});
+  }
+  {
+    TailRegistry r;
+    Graph g;
+    g.model.opset_imports = {{"", 13}};
+    Value* x = g.addValue("x");
+    g.addInput(x);
+    Node* twice = g.addNode("Double", {x}, {"x2"}, "double");
+    Node* constant = g.addNode("Constant", {}, {"c"}, "constant");
+    g.addOutput(g.addNode("Add", {twice->output(0), constant->output(0)}, {"y"}, "add")->output(0));
+    Executor ex(g, {}, r.registry);
+    EXPECT_TRUE(at::equal(ex.run({{"x", kTailInput}}).at("y"), at::tensor({102.f, 204.f})));
+    EXPECT_EQ(r.offered, std::vector<size_t>{1});
+    EXPECT_EQ(r.calls["Add"], 0);
+  }
 }
 
 }  // namespace

@@ -4,12 +4,11 @@
 // at::matmul) with no extra copies, because the executor is benchmarked against eager. Only
 // what ATen cannot express (asymmetric pads, ConvTranspose crops outside its padding rules) takes
 // a slower path with an explicit pad or crop. Inference 2-D convolutions go to oneDNN in
-// channels-last layout (see inferenceConv2d).
+// channels-last layout (exec/ops/dnnl_conv.h).
 #include <ATen/ATen.h>
-#include <ATen/core/grad_mode.h>
+#include <dnnl.hpp>
 
 #include <algorithm>
-#include <any>
 #include <cctype>
 #include <cstdint>
 #include <string>
@@ -19,7 +18,9 @@
 
 #include "exec/op_info.h"
 #include "exec/ops/common.h"
+#include "exec/ops/conv_epilogue.h"
 #include "exec/ops/conv_geometry.h"
+#include "exec/ops/dnnl_conv.h"
 
 namespace qforge {
 
@@ -67,63 +68,32 @@ void checkBias(const OpContext& ctx, const at::Tensor& bias, int64_t out_channel
   }
 }
 
-// A float32 2-D convolution that no gradient flows through.
-bool inferenceConv2d(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias) {
-  const bool float32 = x.scalar_type() == at::kFloat && w.scalar_type() == at::kFloat &&
-                       (!bias.defined() || bias.scalar_type() == at::kFloat);
-  const bool needs_grad = at::GradMode::is_enabled() && (x.requires_grad() || w.requires_grad() ||
-                                                         (bias.defined() && bias.requires_grad()));
-  return at::hasMKLDNN() && x.dim() == 4 && x.numel() > 0 && float32 && !needs_grad;
-}
-
-// A weight initializer in channels-last layout, kept in the node's state until the initializer
-// is replaced or changed in place: converting a 3x3 weight on every call cost more than the
-// convolution itself at batch 1 (ResNet's 512-channel layers).
-struct ChannelsLastWeight {
-  at::Tensor source;  // held, so that its address cannot be reused by another tensor
-  int64_t version = 0;
-  at::Tensor weight;
-};
-
-at::Tensor channelsLastWeight(const OpContext& ctx, const at::Tensor& w) {
-  constexpr auto kChannelsLast = at::MemoryFormat::ChannelsLast;
-  if (w.is_contiguous(kChannelsLast)) return w;  // 1x1 and depthwise weights already are
-  std::any* state = ctx.nodeState();
-  const Value* source = ctx.node().inputs()[1];
-  if (state == nullptr || source == nullptr || !source->isInitializer()) {
-    return w.contiguous(kChannelsLast);
+// at::convolution with ATen's own padding; asymmetric pads are padded explicitly first.
+at::Tensor atenConv(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias,
+                    const ops::WindowGeometry& g, int64_t group) {
+  const size_t rank = g.strides.size();
+  const std::vector<int64_t> no_output_padding(rank, 0);
+  if (g.symmetric()) {
+    return at::convolution(x, w, bias, g.strides, g.pads_begin, g.dilations, /*transposed=*/false,
+                           no_output_padding, group);
   }
-  auto* cached = std::any_cast<ChannelsLastWeight>(state);
-  if (cached == nullptr || !cached->source.is_same(w) || cached->version != w._version()) {
-    *state = ChannelsLastWeight{w, w._version(), w.contiguous(kChannelsLast)};
-    cached = std::any_cast<ChannelsLastWeight>(state);
+  // ATen pads symmetrically: let it do the common part and pad only the excess explicitly.
+  ops::WindowGeometry excess = g;
+  std::vector<int64_t> common(rank);
+  for (size_t i = 0; i < rank; ++i) {
+    common[i] = std::min(g.pads_begin[i], g.pads_end[i]);
+    excess.pads_begin[i] -= common[i];
+    excess.pads_end[i] -= common[i];
   }
-  return cached->weight;
-}
-
-// at::convolution, except that a float inference 2-D convolution calls oneDNN directly in
-// channels-last layout, and its output stays channels-last for the ops after it (every ATen op
-// reads any layout; the logical NCHW shape is unchanged). In NCHW, or when ATen's heuristics send
-// a 1x1 convolution at batch 1 to its reference-BLAS path, it is several times slower on
-// MobileNet-style layers (bench/README.md, "executor_speed_table.py").
-at::Tensor convolve(const OpContext& ctx, const at::Tensor& x, const at::Tensor& w,
-                    const at::Tensor& bias, const std::vector<int64_t>& strides,
-                    const std::vector<int64_t>& pads, const std::vector<int64_t>& dilations,
-                    int64_t group) {
-  if (inferenceConv2d(x, w, bias)) {
-    return at::mkldnn_convolution(x.contiguous(at::MemoryFormat::ChannelsLast),
-                                  channelsLastWeight(ctx, w), bias, pads, strides, dilations,
-                                  group);
-  }
-  return at::convolution(x, w, bias, strides, pads, dilations, /*transposed=*/false,
-                         std::vector<int64_t>(strides.size(), 0), group);
+  return at::convolution(ops::padSpatial(x, excess, 0.0), w, bias, g.strides, common, g.dilations,
+                         /*transposed=*/false, no_output_padding, group);
 }
 
 std::vector<at::Tensor> conv(const OpContext& ctx) {
   const at::Tensor& x = ctx.input(0);
   const at::Tensor& w = ctx.input(1);
   const int64_t group = ctx.attrInt("group", 1);
-  const int64_t rank = checkConvOperands(ctx, x, w, group);
+  checkConvOperands(ctx, x, w, group);
   if (w.size(1) * group != x.size(1)) {
     ctx.fail("weight W has " + std::to_string(w.size(1)) + " input channels per group, but X has " +
              std::to_string(x.size(1)) + " channels in " + std::to_string(group) + " group(s)");
@@ -139,18 +109,19 @@ std::vector<at::Tensor> conv(const OpContext& ctx) {
   }
   const ops::WindowGeometry g =
       ops::resolveWindowGeometry(ctx, x.sizes().slice(2), w.sizes().slice(2));
-  if (g.symmetric())
-    return {convolve(ctx, x, w, bias, g.strides, g.pads_begin, g.dilations, group)};
-  // ATen pads symmetrically: let it do the common part and pad only the excess explicitly.
-  ops::WindowGeometry excess = g;
-  std::vector<int64_t> common(rank);
-  for (int64_t i = 0; i < rank; ++i) {
-    common[i] = std::min(g.pads_begin[i], g.pads_end[i]);
-    excess.pads_begin[i] -= common[i];
-    excess.pads_end[i] -= common[i];
+  // A float inference 2-D convolution runs in oneDNN's channels-last layout, with what follows it
+  // (ctx.tail()) inside the same kernel where it can; its output stays channels-last for the ops
+  // after it (every ATen op reads any layout). ATen's NCHW path was several times slower on
+  // MobileNet-style layers (bench/README.md, "executor_speed_table.py").
+  if (ops::dnnlConvApplies(x, w, bias, g)) {
+    const ops::ConvEpilogue epilogue = ops::absorbTail(ctx, w.size(0));
+    try {
+      return {ops::dnnlConv2d(ctx.nodeState(), x, w, bias, g, group, epilogue)};
+    } catch (const dnnl::error&) {
+      ctx.absorb(0);  // no oneDNN kernel for this case: ATen's, and the followers run themselves
+    }
   }
-  return {convolve(ctx, ops::padSpatial(x, excess, 0.0), w, bias, g.strides, common, g.dilations,
-                   group)};
+  return {atenConv(x, w, bias, g, group)};
 }
 
 std::vector<int64_t> perDimAttr(const OpContext& ctx, const std::string& name, int64_t rank,
@@ -371,8 +342,10 @@ OpInfo layer(OpInfo info, int bias_input, WeightLayout layout) {
 
 void registerNnOps(OpRegistry& registry) {
   // Opsets 1 and 11 differ only in wording (auto_pad/pads defaults); one lowering serves both.
-  registry.add(
-      layer(ops::op("Conv", 1, kLatestOpset, conv), /*bias_input=*/2, WeightLayout::OutputFirst));
+  OpInfo conv_info =
+      layer(ops::op("Conv", 1, kLatestOpset, conv), /*bias_input=*/2, WeightLayout::OutputFirst);
+  conv_info.fusable_followers = ops::convFusableFollowers();
+  registry.add(std::move(conv_info));
   // The weight is (C_in, C_out/group, k...), so output channels sit on axis 1.
   registry.add(layer(ops::op("ConvTranspose", 1, kLatestOpset, convTranspose), /*bias_input=*/2,
                      WeightLayout::GroupedOutputSecond));

@@ -1,0 +1,92 @@
+#include "exec/ops/conv_epilogue.h"
+
+#include <ATen/ATen.h>
+
+#include <limits>
+#include <optional>
+
+namespace qforge::ops {
+
+namespace {
+
+bool isFloatVector(const at::Tensor& t, int64_t size) {
+  return t.defined() && at::isFloatingType(t.scalar_type()) && t.dim() == 1 && t.size(0) == size;
+}
+
+// An inference BatchNormalization over the conv's output channels, as the BatchNormalization
+// lowering computes it; nullopt for anything it would compute otherwise or refuse.
+std::optional<ConvBatchNorm> batchNormOf(const OpContext& bn, int64_t out_channels) {
+  if (bn.opset() >= 14 && bn.attrInt("training_mode", 0) != 0) return std::nullopt;
+  if (bn.opset() < 9 && bn.attrInt("spatial", 1) == 0) return std::nullopt;
+  // Named extra outputs are training statistics, which the lowering refuses or computes.
+  for (size_t i = 1; i < bn.outputCount(); ++i) {
+    if (!bn.node().output(i)->anonymous) return std::nullopt;
+  }
+  for (size_t i = 1; i <= 4; ++i) {
+    if (!bn.hasInput(i) || !isFloatVector(bn.input(i), out_channels)) return std::nullopt;
+  }
+  return ConvBatchNorm{bn.input(1), bn.input(2), bn.input(3), bn.input(4),
+                       bn.attrFloat("epsilon", 1e-5)};
+}
+
+// A Clip bound given as an input: absent, or a float32 scalar (what the Clip lowering accepts
+// for a float32 input). False when it is neither.
+bool clipBound(const OpContext& clip, size_t slot, float& bound) {
+  if (!clip.hasInput(slot)) return true;
+  const at::Tensor& t = clip.input(slot);
+  if (t.numel() != 1 || t.scalar_type() != at::kFloat) return false;
+  bound = t.item<float>();
+  return true;
+}
+
+std::optional<ConvActivation> activationOf(const OpContext& act) {
+  using Kind = ConvActivation::Kind;
+  const std::string& op = act.node().opType();
+  if (op == "Relu") return ConvActivation{Kind::Relu, 0.f, 0.f};
+  if (op == "LeakyRelu") {
+    return ConvActivation{Kind::Relu, static_cast<float>(act.attrFloat("alpha", 0.01)), 0.f};
+  }
+  if (op == "Sigmoid") return ConvActivation{Kind::Sigmoid, 0.f, 0.f};
+  if (op == "HardSwish") return ConvActivation{Kind::HardSwish, 0.f, 0.f};
+  if (op == "HardSigmoid") {
+    return ConvActivation{Kind::HardSigmoid, static_cast<float>(act.attrFloat("alpha", 0.2)),
+                          static_cast<float>(act.attrFloat("beta", 0.5))};
+  }
+  if (op == "Clip") {
+    float low = std::numeric_limits<float>::lowest(), high = std::numeric_limits<float>::max();
+    if (act.opset() < 11) {
+      low = static_cast<float>(act.attrFloat("min", low));
+      high = static_cast<float>(act.attrFloat("max", high));
+    } else if (!clipBound(act, 1, low) || !clipBound(act, 2, high)) {
+      return std::nullopt;
+    }
+    return ConvActivation{Kind::Clip, low, high};
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+const std::vector<std::string>& convFusableFollowers() {
+  static const std::vector<std::string> kOps = {
+      "BatchNormalization", "Relu", "LeakyRelu", "Clip", "Sigmoid", "HardSigmoid", "HardSwish"};
+  return kOps;
+}
+
+ConvEpilogue absorbTail(const OpContext& ctx, int64_t out_channels) {
+  ConvEpilogue epilogue;
+  size_t count = 0;
+  const std::vector<OpContext>& tail = ctx.tail();
+  if (count < tail.size() && tail[count].node().opType() == "BatchNormalization") {
+    epilogue.batch_norm = batchNormOf(tail[count], out_channels);
+    if (epilogue.batch_norm) ++count;
+  }
+  if (count < tail.size()) {
+    epilogue.activation = activationOf(tail[count]);
+    if (epilogue.activation) ++count;
+  }
+  ctx.absorb(count);
+  return epilogue;
+}
+
+}  // namespace qforge::ops

@@ -1,0 +1,241 @@
+#include "exec/ops/dnnl_conv.h"
+
+#include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
+
+#include <dnnl.hpp>
+#include <utility>
+#include <vector>
+
+namespace qforge::ops {
+
+namespace {
+
+using dnnl::memory;
+
+dnnl::engine& cpuEngine() {
+  static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  return engine;
+}
+
+// oneDNN's CPU stream runs on the calling thread with libtorch's OpenMP threads; one per thread
+// keeps executors on different threads apart.
+dnnl::stream& cpuStream() {
+  thread_local dnnl::stream stream(cpuEngine());
+  return stream;
+}
+
+// What a cached tensor was derived from. The source is held, so its address cannot be reused by
+// another tensor, and its version counter tells an update in place.
+struct Stamp {
+  at::Tensor source;
+  int64_t version = 0;
+
+  explicit Stamp(const at::Tensor& t) : source(t), version(t.defined() ? t._version() : 0) {}
+  bool matches(const at::Tensor& t) const {
+    if (!t.defined() || !source.defined()) return t.defined() == source.defined();
+    return source.is_same(t) && version == t._version();
+  }
+};
+
+// The kernel for one input shape, with the weight reordered into the layout it chose.
+struct ShapeKernel {
+  std::vector<int64_t> geometry;  // N, C, H, W, strides, dilations, pads
+  std::optional<ConvActivation> activation;
+  memory::desc src, dst;
+  dnnl::convolution_forward primitive;
+  memory weights;
+};
+
+struct ConvState {
+  std::vector<Stamp> sources;  // weight, bias, then the BatchNormalization's tensors
+  at::Tensor weight, bias;     // the BatchNormalization folded in; contiguous (M, C/g, kH, kW)
+  std::vector<ShapeKernel> kernels;
+};
+
+// A node sees few input shapes (one batch size for calibration, another for evaluation); past
+// this many the kernels are rebuilt rather than kept without bound.
+constexpr size_t kMaxKernelsPerNode = 4;
+
+std::vector<at::Tensor> sourcesOf(const at::Tensor& w, const at::Tensor& bias,
+                                  const ConvEpilogue& epilogue) {
+  std::vector<at::Tensor> sources = {w, bias};
+  if (epilogue.batch_norm) {
+    const ConvBatchNorm& bn = *epilogue.batch_norm;
+    sources.insert(sources.end(), {bn.scale, bn.bias, bn.mean, bn.var});
+  }
+  return sources;
+}
+
+bool sameSources(const ConvState& state, const std::vector<at::Tensor>& sources) {
+  if (state.sources.size() != sources.size()) return false;
+  for (size_t i = 0; i < sources.size(); ++i) {
+    if (!state.sources[i].matches(sources[i])) return false;
+  }
+  return true;
+}
+
+// The weight and bias the kernel uses: the node's own, or with the BatchNormalization folded in
+// (in float32, as ONNX Runtime's Conv+BatchNormalization fusion folds them).
+std::pair<at::Tensor, at::Tensor> effectiveWeightAndBias(const at::Tensor& w,
+                                                         const at::Tensor& bias,
+                                                         const ConvEpilogue& epilogue) {
+  if (!epilogue.batch_norm) return {w.contiguous(), bias.defined() ? bias.contiguous() : bias};
+  const ConvBatchNorm& bn = *epilogue.batch_norm;
+  const at::Tensor factor = bn.scale.to(at::kFloat) * at::rsqrt(bn.var.to(at::kFloat) + bn.epsilon);
+  const at::Tensor folded_w = (w * factor.reshape({-1, 1, 1, 1})).contiguous();
+  const at::Tensor b = bias.defined() ? bias : at::zeros_like(factor);
+  const at::Tensor folded_b = ((b - bn.mean.to(at::kFloat)) * factor + bn.bias.to(at::kFloat));
+  return {folded_w, folded_b.contiguous()};
+}
+
+dnnl::post_ops postOpsOf(const std::optional<ConvActivation>& activation) {
+  using dnnl::algorithm;
+  dnnl::post_ops ops;
+  if (!activation) return ops;
+  const ConvActivation& a = *activation;
+  switch (a.kind) {
+    case ConvActivation::Kind::Relu:
+      ops.append_eltwise(1.f, algorithm::eltwise_relu, a.alpha, 0.f);
+      break;
+    case ConvActivation::Kind::Clip:
+      ops.append_eltwise(1.f, algorithm::eltwise_clip, a.alpha, a.beta);
+      break;
+    case ConvActivation::Kind::Sigmoid:
+      ops.append_eltwise(1.f, algorithm::eltwise_logistic, 0.f, 0.f);
+      break;
+    case ConvActivation::Kind::HardSigmoid:
+      ops.append_eltwise(1.f, algorithm::eltwise_linear, a.alpha, a.beta);
+      ops.append_eltwise(1.f, algorithm::eltwise_clip, 0.f, 1.f);
+      break;
+    case ConvActivation::Kind::HardSwish:
+      ops.append_eltwise(1.f, algorithm::eltwise_hardswish, 0.f, 0.f);
+      break;
+  }
+  return ops;
+}
+
+memory::dims dims(at::IntArrayRef sizes) {
+  return memory::dims(sizes.begin(), sizes.end());
+}
+
+std::vector<int64_t> outputSpatial(const at::Tensor& x, const at::Tensor& w,
+                                   const WindowGeometry& g) {
+  std::vector<int64_t> out(2);
+  for (size_t i = 0; i < 2; ++i) {
+    const int64_t extent = (w.size(2 + i) - 1) * g.dilations[i] + 1;
+    out[i] = (x.size(2 + i) + g.pads_begin[i] + g.pads_end[i] - extent) / g.strides[i] + 1;
+  }
+  return out;
+}
+
+ShapeKernel buildKernel(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
+                        const WindowGeometry& g, int64_t group,
+                        const std::optional<ConvActivation>& activation,
+                        std::vector<int64_t> geometry) {
+  const int64_t out_channels = weight.size(0);
+  const std::vector<int64_t> spatial = outputSpatial(x, weight, g);
+  const memory::desc src(dims(x.sizes()), memory::data_type::f32, memory::format_tag::nhwc);
+  const memory::desc dst({x.size(0), out_channels, spatial[0], spatial[1]}, memory::data_type::f32,
+                         memory::format_tag::nhwc);
+  memory::dims weight_dims = dims(weight.sizes());
+  if (group > 1) {
+    weight_dims = {group, out_channels / group, weight.size(1), weight.size(2), weight.size(3)};
+  }
+  const memory::desc any_weights(weight_dims, memory::data_type::f32, memory::format_tag::any);
+  const memory::dims dilations = {g.dilations[0] - 1, g.dilations[1] - 1};  // oneDNN counts gaps
+  const memory::dims strides = dims(g.strides), pads_l = dims(g.pads_begin),
+                     pads_r = dims(g.pads_end);
+  const auto desc =
+      bias.defined()
+          ? dnnl::convolution_forward::desc(
+                dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src,
+                any_weights,
+                memory::desc({out_channels}, memory::data_type::f32, memory::format_tag::x), dst,
+                strides, dilations, pads_l, pads_r)
+          : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference,
+                                            dnnl::algorithm::convolution_direct, src, any_weights,
+                                            dst, strides, dilations, pads_l, pads_r);
+  dnnl::primitive_attr attr;
+  attr.set_post_ops(postOpsOf(activation));
+  const dnnl::convolution_forward::primitive_desc pd(desc, attr, cpuEngine());
+
+  const memory::desc plain_weights(
+      weight_dims, memory::data_type::f32,
+      group > 1 ? memory::format_tag::goihw : memory::format_tag::oihw);
+  memory plain(plain_weights, cpuEngine(), weight.data_ptr());
+  memory packed(pd.weights_desc(), cpuEngine());
+  dnnl::reorder(plain, packed).execute(cpuStream(), plain, packed);
+  return ShapeKernel{std::move(geometry),           activation, src, dst,
+                     dnnl::convolution_forward(pd), packed};
+}
+
+}  // namespace
+
+bool dnnlConvApplies(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias,
+                     const WindowGeometry& g) {
+  const bool float32 = x.scalar_type() == at::kFloat && w.scalar_type() == at::kFloat &&
+                       (!bias.defined() || bias.scalar_type() == at::kFloat);
+  const bool needs_grad = at::GradMode::is_enabled() && (x.requires_grad() || w.requires_grad() ||
+                                                         (bias.defined() && bias.requires_grad()));
+  if (!float32 || needs_grad || x.dim() != 4 || w.dim() != 4 || x.numel() == 0) return false;
+  for (int64_t s : outputSpatial(x, w, g)) {
+    if (s <= 0) return false;
+  }
+  return true;
+}
+
+at::Tensor dnnlConv2d(std::any* state, const at::Tensor& x, const at::Tensor& w,
+                      const at::Tensor& bias, const WindowGeometry& g, int64_t group,
+                      const ConvEpilogue& epilogue) {
+  ConvState scratch;
+  ConvState* cs = &scratch;
+  if (state != nullptr) {
+    cs = std::any_cast<ConvState>(state);
+    if (cs == nullptr) {
+      *state = ConvState{};
+      cs = std::any_cast<ConvState>(state);
+    }
+  }
+  const std::vector<at::Tensor> sources = sourcesOf(w, bias, epilogue);
+  if (!sameSources(*cs, sources)) {
+    cs->sources.clear();
+    for (const at::Tensor& t : sources)
+      cs->sources.emplace_back(t);
+    std::tie(cs->weight, cs->bias) = effectiveWeightAndBias(w, bias, epilogue);
+    cs->kernels.clear();
+  }
+
+  std::vector<int64_t> geometry(x.sizes().begin(), x.sizes().end());
+  for (const auto* part : {&g.strides, &g.dilations, &g.pads_begin, &g.pads_end})
+    geometry.insert(geometry.end(), part->begin(), part->end());
+  ShapeKernel* kernel = nullptr;
+  for (ShapeKernel& k : cs->kernels) {
+    if (k.geometry == geometry && k.activation == epilogue.activation) kernel = &k;
+  }
+  if (kernel == nullptr) {
+    if (cs->kernels.size() >= kMaxKernelsPerNode) cs->kernels.clear();
+    cs->kernels.push_back(
+        buildKernel(x, cs->weight, cs->bias, g, group, epilogue.activation, std::move(geometry)));
+    kernel = &cs->kernels.back();
+  }
+
+  const at::Tensor src = x.contiguous(at::MemoryFormat::ChannelsLast);
+  const std::vector<int64_t> spatial = outputSpatial(x, w, g);
+  at::Tensor out = at::empty({x.size(0), w.size(0), spatial[0], spatial[1]},
+                             x.options().memory_format(at::MemoryFormat::ChannelsLast));
+  memory src_mem(kernel->src, cpuEngine(), src.data_ptr());
+  memory dst_mem(kernel->dst, cpuEngine(), out.data_ptr());
+  std::unordered_map<int, memory> args = {
+      {DNNL_ARG_SRC, src_mem}, {DNNL_ARG_WEIGHTS, kernel->weights}, {DNNL_ARG_DST, dst_mem}};
+  if (cs->bias.defined()) {
+    args.emplace(DNNL_ARG_BIAS,
+                 memory(memory::desc({w.size(0)}, memory::data_type::f32, memory::format_tag::x),
+                        cpuEngine(), cs->bias.data_ptr()));
+  }
+  kernel->primitive.execute(cpuStream(), args);
+  cpuStream().wait();
+  return out;
+}
+
+}  // namespace qforge::ops
