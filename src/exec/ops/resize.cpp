@@ -135,7 +135,50 @@ at::Tensor cubicAlongAxis(const at::Tensor& y, int64_t axis, const std::vector<d
   return result;
 }
 
+bool isPowerOfTwo(double v) {
+  int exponent = 0;
+  return v > 0 && std::frexp(v, &exponent) == 0.5;
+}
+
+// The spatial resizes of an (N, C, H, W) float tensor that ATen's 2-D kernels compute exactly as
+// ONNX defines them, in one pass that reads channels-last inputs in place (the per-axis blend
+// below made six passes per axis: 15 of the zoo U-Net's 30 ms at batch 100).
+// - linear, half_pixel (and pytorch_half_pixel past one pixel): upsample_bilinear2d without
+//   align_corners maps (x + 0.5) / scale - 0.5 and clamps to the border as ONNX's taps do;
+// - linear, align_corners, when the resized length is the output size;
+// - nearest, asymmetric, floor (Upsample, torch's nearest export) by a power of two, where
+//   ATen's float 1/scale is exact.
+std::optional<at::Tensor> resize2d(const at::Tensor& input, const ResizePlan& plan) {
+  if (input.dim() != 4 || !at::isFloatingType(input.scalar_type()) || input.numel() == 0) {
+    return std::nullopt;
+  }
+  for (int64_t axis = 0; axis < 2; ++axis) {
+    if (plan.output_sizes[axis] != input.size(axis) || plan.scales[axis] != 1.0)
+      return std::nullopt;
+  }
+  const std::vector<int64_t> out = {plan.output_sizes[2], plan.output_sizes[3]};
+  const std::string& m = plan.coordinate_mode;
+  if (plan.mode == "linear") {
+    const bool half_pixel =
+        m == "half_pixel" || (m == "pytorch_half_pixel" && out[0] > 1 && out[1] > 1);
+    const bool align_corners = m == "align_corners" &&
+                               plan.resized_length[2] == static_cast<double>(out[0]) &&
+                               plan.resized_length[3] == static_cast<double>(out[1]);
+    if (!half_pixel && !align_corners) return std::nullopt;
+    return at::upsample_bilinear2d(
+        input, out, align_corners,
+        align_corners ? c10::nullopt : c10::optional<double>(plan.scales[2]),
+        align_corners ? c10::nullopt : c10::optional<double>(plan.scales[3]));
+  }
+  if (plan.mode == "nearest" && m == "asymmetric" && plan.nearest_mode == "floor" &&
+      isPowerOfTwo(plan.scales[2]) && isPowerOfTwo(plan.scales[3])) {
+    return at::upsample_nearest2d(input, out, plan.scales[2], plan.scales[3]);
+  }
+  return std::nullopt;
+}
+
 at::Tensor resample(const OpContext& ctx, const at::Tensor& input, const ResizePlan& plan) {
+  if (std::optional<at::Tensor> y = resize2d(input, plan)) return *y;
   const bool linear = plan.mode == "linear";
   const bool cubic = plan.mode == "cubic";
   // Blending needs a floating type; integer inputs are blended in float and rounded back.

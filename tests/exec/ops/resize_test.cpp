@@ -78,6 +78,90 @@ TEST(ResizeTest, LinearAnyRankReproducesALinearFunction) {
                    expected);
 }
 
+// ONNX's resize of the two spatial axes of (N, C, H, W), tap by tap in double precision: the
+// reference for the common 2-D cases, which run through ATen's 2-D kernels.
+at::Tensor onnxResize2d(const at::Tensor& input, int64_t oh, int64_t ow, double sh, double sw,
+                        const std::string& mode, const std::string& coords) {
+  const at::Tensor x = input.to(at::kDouble).contiguous();
+  const int64_t n = x.size(0), c = x.size(1), ih = x.size(2), iw = x.size(3);
+  auto original = [&](int64_t j, double scale, int64_t in, int64_t out) -> double {
+    if (coords == "half_pixel") return (j + 0.5) / scale - 0.5;
+    if (coords == "pytorch_half_pixel") return out > 1 ? (j + 0.5) / scale - 0.5 : 0.0;
+    if (coords == "align_corners") return out == 1 ? 0.0 : j * double(in - 1) / double(out - 1);
+    return j / scale;  // asymmetric
+  };
+  auto clampTo = [](int64_t i, int64_t in) {
+    return std::min<int64_t>(std::max<int64_t>(i, 0), in - 1);
+  };
+  at::Tensor y = at::zeros({n, c, oh, ow}, at::kDouble);
+  auto X = x.accessor<double, 4>();
+  auto Y = y.accessor<double, 4>();
+  for (int64_t a = 0; a < n; ++a)
+    for (int64_t b = 0; b < c; ++b)
+      for (int64_t r = 0; r < oh; ++r)
+        for (int64_t q = 0; q < ow; ++q) {
+          const double cr = original(r, sh, ih, oh), cq = original(q, sw, iw, ow);
+          if (mode == "nearest") {
+            Y[a][b][r][q] =
+                X[a][b][clampTo(int64_t(std::floor(cr)), ih)][clampTo(int64_t(std::floor(cq)), iw)];
+            continue;
+          }
+          const double fr = std::floor(cr), fq = std::floor(cq);
+          const int64_t r0 = clampTo(int64_t(fr), ih), r1 = clampTo(int64_t(fr) + 1, ih);
+          const int64_t q0 = clampTo(int64_t(fq), iw), q1 = clampTo(int64_t(fq) + 1, iw);
+          const double wr = cr - fr, wq = cq - fq;
+          Y[a][b][r][q] = (1 - wr) * ((1 - wq) * X[a][b][r0][q0] + wq * X[a][b][r0][q1]) +
+                          wr * ((1 - wq) * X[a][b][r1][q0] + wq * X[a][b][r1][q1]);
+        }
+  return y.to(at::kFloat);
+}
+
+TEST(ResizeTest, SpatialResizesOf4dTensorsFollowTheOnnxFormula) {
+  at::manual_seed(4);
+  const at::Tensor x = at::randn({2, 3, 5, 7}).contiguous(at::MemoryFormat::ChannelsLast);
+  const at::Tensor empty = at::empty({0}, at::kFloat);
+  struct Case {
+    const char* mode;
+    const char* coords;
+    std::vector<int64_t> sizes;  // or, when empty, scales
+    std::vector<double> scales;
+  };
+  const std::vector<Case> cases = {
+      {"linear", "half_pixel", {2, 3, 10, 14}, {}},
+      {"linear", "half_pixel", {2, 3, 3, 4}, {}},
+      {"linear", "half_pixel", {}, {1, 1, 2.5, 0.5}},
+      {"linear", "pytorch_half_pixel", {2, 3, 9, 3}, {}},
+      {"linear", "pytorch_half_pixel", {2, 3, 1, 3}, {}},
+      {"linear", "align_corners", {2, 3, 9, 11}, {}},
+      {"linear", "align_corners", {}, {1, 1, 2, 3}},
+      {"linear", "asymmetric", {2, 3, 10, 14}, {}},
+      {"nearest", "asymmetric", {}, {1, 1, 2, 4}},
+      {"nearest", "asymmetric", {}, {1, 1, 0.5, 2}},
+      {"nearest", "asymmetric", {}, {1, 1, 3, 1.5}},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(std::string(c.mode) + " " + c.coords);
+    std::vector<int64_t> out = c.sizes;
+    double sh = 0, sw = 0;
+    at::Tensor scales = empty, sizes = empty;
+    if (out.empty()) {
+      out = {2, 3, int64_t(std::floor(5 * c.scales[2])), int64_t(std::floor(7 * c.scales[3]))};
+      sh = c.scales[2];
+      sw = c.scales[3];
+      scales = at::tensor(c.scales, at::kFloat);
+    } else {
+      sh = double(out[2]) / 5;
+      sw = double(out[3]) / 7;
+      sizes = i64(out);
+    }
+    const at::Tensor y = run1({"Resize",
+                               13,
+                               {x, empty, scales, sizes},
+                               {mode(c.mode), coordinates(c.coords), nearest("floor")}});
+    expectTensorNear(y, onnxResize2d(x, out[2], out[3], sh, sw, c.mode, c.coords), 1e-5, 1e-5);
+  }
+}
+
 TEST(ResizeTest, TfCropAndResizeExtrapolates) {
   at::Tensor x = f32({0, 10, 20, 30});
   // roi [0.5, 1.5] of an axis of 4: samples at 1.5, 3.0, 4.5; 4.5 lies outside [0, 3].
