@@ -90,6 +90,26 @@ TEST(ElementwiseOpsTest, PowKeepsTheBaseType) {
   expectTensorNear(run1({"Pow", 13, {at::tensor({9.f}), at::tensor({0.5})}}), at::tensor({3.f}));
 }
 
+// A single exponent is read as a scalar: squaring gives x * x exactly, other exponents libm's
+// pow; an exponent of rank above the base's still broadcasts the result to its shape.
+TEST(ElementwiseOpsTest, PowByASingleExponent) {
+  at::manual_seed(2);
+  const at::Tensor x = at::randn({3, 4, 5});
+  expectTensorEqual(run1({"Pow", 13, {x, at::scalar_tensor(2.f)}}), x * x);
+  expectTensorNear(run1({"Pow", 13, {x.abs(), at::tensor({0.3f})}}),
+                   at::tensor(std::vector<float>([&] {
+                     std::vector<float> v;
+                     const at::Tensor a = x.abs().contiguous();
+                     for (int64_t i = 0; i < a.numel(); ++i)
+                       v.push_back(std::pow(a.data_ptr<float>()[i], 0.3f));
+                     return v;
+                   }()))
+                       .reshape({3, 4, 5}),
+                   1e-6, 1e-6);
+  expectValuesNear(run1({"Pow", 13, {at::scalar_tensor(3.f), at::tensor({2.f}).reshape({1, 1})}}),
+                   {1, 1}, {9});
+}
+
 TEST(ElementwiseOpsTest, PowBeforeOpset12NeedsSameTypes) {
   expectNodeError({"Pow", 11, {at::tensor({2.f}), at::tensor({2}, at::kLong)}},
                   "same element type");
