@@ -121,14 +121,14 @@ Executor::Executor(const Graph& graph, ExecutorOptions options, const OpRegistry
 
 namespace {
 
-// A Conv's BatchNormalization and activation: longer chains buy nothing the kernels offer.
-constexpr size_t kMaxTail = 2;
+// The longest chain a lowering computes: GELU written out (Div's four followers).
+constexpr size_t kMaxTail = 4;
 
 }  // namespace
 
 // The chain of single readers after step `head` whose op types its lowering may absorb: each
-// reads the previous node's only used output, output 0, at its input 0 and nothing else reads
-// it; every other input of theirs is ready before `head` runs.
+// reads the previous node's only used output, output 0, and nothing else reads it; every other
+// input of theirs is ready before `head` runs.
 std::vector<size_t> Executor::planTail(size_t head,
                                        const std::unordered_map<const Node*, size_t>& index) const {
   const std::vector<std::string>& fusable = steps_[head].info->fusable_followers;
@@ -142,13 +142,14 @@ std::vector<size_t> Executor::planTail(size_t head,
                     [&](const Value* o) { return o->uses().empty() && !graph_.isGraphOutput(o); });
     const Use& use = v->uses()[0];
     const Node* next = use.node;
-    if (!others_unused || use.index != 0 || !next->domain().empty() ||
+    if (!others_unused || !next->domain().empty() ||
         std::find(fusable.begin(), fusable.end(), next->opType()) == fusable.end()) {
       break;
     }
     const bool ready =
-        std::all_of(next->inputs().begin() + 1, next->inputs().end(), [&](const Value* in) {
-          return in == nullptr || in->producer() == nullptr || index.at(in->producer()) < head;
+        std::all_of(next->inputs().begin(), next->inputs().end(), [&](const Value* in) {
+          return in == nullptr || in == v || in->producer() == nullptr ||
+                 index.at(in->producer()) < head;
         });
     if (!ready) break;
     tail.push_back(index.at(next));
@@ -363,14 +364,16 @@ TensorMap Executor::runSteps(const TensorMap& feeds, const std::vector<const Val
       }
       if (const size_t offered = offeredTail(s, needed, keep, feeds); offered > 0) {
         std::vector<OpContext> tail;
+        const Value* previous = s.node->outputs()[0];
         for (size_t t : std::vector<size_t>(s.tail.begin(), s.tail.begin() + offered)) {
           const Node& follower = *steps_[t].node;
-          std::vector<at::Tensor> follower_inputs = {at::Tensor()};  // the previous node's output
-          for (size_t i = 1; i < follower.inputs().size(); ++i) {
-            const Value* in = follower.inputs()[i];
-            follower_inputs.push_back(in ? fetch(in) : at::Tensor());
+          std::vector<at::Tensor> follower_inputs;
+          for (const Value* in : follower.inputs()) {
+            // The previous node's output is not computed on its own: left undefined.
+            follower_inputs.push_back(in && in != previous ? fetch(in) : at::Tensor());
           }
           tail.emplace_back(follower, steps_[t].opset, std::move(follower_inputs));
+          previous = follower.outputs()[0];
         }
         ctx.setTail(std::move(tail));
       }

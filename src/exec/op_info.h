@@ -45,8 +45,9 @@ class OpContext {
   size_t outputCount() const { return node_.outputs().size(); }
   // The nodes right after this one that the lowering may compute inside its own kernel (a Conv's
   // BatchNormalization and activation; OpInfo::fusable_followers), each reading the previous
-  // one's output 0 at its input 0, which is left undefined here. The executor offers them only
-  // when nothing can observe the values between them. Empty outside an executor's plan.
+  // one's output 0 at one input slot, which is left undefined here. The executor offers them
+  // only up to the first value between them that something can observe. Empty outside an
+  // executor's plan.
   const std::vector<OpContext>& tail() const { return tail_; }
   void setTail(std::vector<OpContext> tail) { tail_ = std::move(tail); }
   // How many of tail() the lowering computed: its output 0 is then the last of those nodes'.

@@ -365,9 +365,15 @@ struct TailRegistry {
       at::Tensor y = c.input(0) * 2;
       size_t n = 0;
       for (; n < c.tail().size() && n < absorb_limit; ++n) {
+        // The previous node's output is not materialized: its slot is undefined.
         const OpContext& f = c.tail()[n];
-        EXPECT_FALSE(f.hasInput(0));  // the previous node's output is not materialized
-        y = f.node().opType() == "Neg" ? -y : y + f.input(1);
+        if (f.node().opType() == "Neg") {
+          EXPECT_FALSE(f.hasInput(0));
+          y = -y;
+        } else {
+          EXPECT_NE(f.hasInput(0), f.hasInput(1));
+          y = y + (f.hasInput(0) ? f.input(0) : f.input(1));
+        }
       }
       c.absorb(n);
       return std::vector<at::Tensor>{y};
@@ -421,6 +427,21 @@ TEST(ExecutorTailTest, FollowersAreComputedInTheFirstNodesKernel) {
   EXPECT_TRUE(at::equal(ex.run({{"x", kTailInput}}).at("y"), kTailResult));
   EXPECT_EQ(r.offered, std::vector<size_t>{2});
   EXPECT_EQ(r.calls["Neg"] + r.calls["Add"], 0);
+}
+
+TEST(ExecutorTailTest, TheChainsValueMayBeAnyInputOfAFollower) {
+  TailRegistry r;
+  Graph g;
+  g.model.opset_imports = {{"", 13}};
+  Value* x = g.addValue("x");
+  g.addInput(x);
+  Value* c = g.addInitializer("c", at::tensor({10.f, 20.f}));
+  Node* twice = g.addNode("Double", {x}, {"x2"}, "double");
+  g.addOutput(g.addNode("Add", {c, twice->output(0)}, {"y"}, "add")->output(0));
+  Executor ex(g, {}, r.registry);
+  EXPECT_TRUE(at::equal(ex.run({{"x", kTailInput}}).at("y"), at::tensor({12.f, 24.f})));
+  EXPECT_EQ(r.offered, std::vector<size_t>{1});
+  EXPECT_EQ(r.calls["Add"], 0);
 }
 
 TEST(ExecutorTailTest, AFollowerTheKernelDeclinesRunsItself) {

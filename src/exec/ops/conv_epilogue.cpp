@@ -76,7 +76,12 @@ const std::vector<std::string>& convFusableFollowers() {
 ConvEpilogue absorbTail(const OpContext& ctx, int64_t out_channels) {
   ConvEpilogue epilogue;
   size_t count = 0;
-  const std::vector<OpContext>& tail = ctx.tail();
+  // Every follower the kernel computes reads the previous value as its data input, slot 0.
+  std::vector<OpContext> tail;
+  for (const OpContext& follower : ctx.tail()) {
+    if (follower.hasInput(0)) break;
+    tail.push_back(follower);
+  }
   if (count < tail.size() && tail[count].node().opType() == "BatchNormalization") {
     epilogue.batch_norm = batchNormOf(tail[count], out_channels);
     if (epilogue.batch_norm) ++count;

@@ -2,11 +2,13 @@
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "exec/op_info.h"
 #include "exec/ops/common.h"
+#include "exec/ops/gelu_pattern.h"
 #include "ir/dtype.h"
 
 namespace qforge {
@@ -108,7 +110,7 @@ void addUnary(OpRegistry& registry, const std::string& name, int64_t since, bool
   }));
 }
 
-at::Tensor divide(const at::Tensor& a, const at::Tensor& b) {
+at::Tensor onnxDivide(const at::Tensor& a, const at::Tensor& b) {
   // Integer Div truncates toward zero (ONNX's reference and onnxruntime); ATen's `/` would give
   // a float result.
   if (at::isIntegralType(a.scalar_type(), /*includeBool=*/false)) return at::div(a, b, "trunc");
@@ -219,7 +221,14 @@ void registerElementwiseOps(OpRegistry& registry) {
       "Mul", [](const at::Tensor& a, const at::Tensor& b) { return a * b; },
       [](const at::Tensor& into, const at::Tensor& other) { into.mul_(other); },
       /*commutative=*/true)));
-  registry.add(combinesActivations(binary("Div", 1, divide)));
+  // A Div that starts GELU written out computes the whole of it (exec/ops/gelu_pattern.h).
+  OpInfo div = combinesActivations(op("Div", 1, kLatestOpset, [](const OpContext& ctx) {
+    auto [a, b] = binaryOperands(ctx);
+    if (std::optional<at::Tensor> gelu = ops::geluOfTail(ctx, a, b)) return std::vector{*gelu};
+    return std::vector<at::Tensor>{onnxDivide(a, b)};
+  }));
+  div.fusable_followers = ops::geluFollowers();
+  registry.add(std::move(div));
   registry.add(op("Pow", 1, kLatestOpset, power));
 
   addUnary(registry, "Sqrt", 1, true, [](const at::Tensor& x) { return at::sqrt(x); });

@@ -1,0 +1,52 @@
+#include "exec/ops/gelu_pattern.h"
+
+#include <ATen/ATen.h>
+
+#include <cmath>
+
+namespace qforge::ops {
+
+namespace {
+
+// The input of `node` other than the chain's (left undefined by the executor), if it is the only
+// other one.
+std::optional<at::Tensor> otherOperand(const OpContext& node) {
+  if (node.inputCount() != 2) return std::nullopt;
+  if (!node.hasInput(0) && node.hasInput(1)) return node.input(1);
+  if (!node.hasInput(1) && node.hasInput(0)) return node.input(0);
+  return std::nullopt;
+}
+
+// A one-element constant of x's type whose value is `expected` to float precision.
+bool isScalar(const std::optional<at::Tensor>& t, const at::Tensor& x, double expected) {
+  if (!t || t->numel() != 1 || t->scalar_type() != x.scalar_type() || t->dim() > x.dim()) {
+    return false;
+  }
+  return std::abs(t->item<double>() - expected) <= 1e-6 * std::abs(expected);
+}
+
+}  // namespace
+
+const std::vector<std::string>& geluFollowers() {
+  static const std::vector<std::string> kOps = {"Erf", "Add", "Mul"};
+  return kOps;
+}
+
+std::optional<at::Tensor> geluOfTail(const OpContext& div, const at::Tensor& x,
+                                     const at::Tensor& divisor) {
+  const std::vector<OpContext>& tail = div.tail();
+  if (tail.size() < 4 || !at::isFloatingType(x.scalar_type()) || x.scalar_type() == at::kHalf) {
+    return std::nullopt;
+  }
+  const bool matches = isScalar(divisor, x, std::sqrt(2.0)) && tail[0].node().opType() == "Erf" &&
+                       !tail[0].hasInput(0) && tail[1].node().opType() == "Add" &&
+                       isScalar(otherOperand(tail[1]), x, 1.0) &&
+                       tail[2].node().opType() == "Mul" && otherOperand(tail[2]).has_value() &&
+                       otherOperand(tail[2])->is_same(x) && tail[3].node().opType() == "Mul" &&
+                       isScalar(otherOperand(tail[3]), x, 0.5);
+  if (!matches) return std::nullopt;
+  div.absorb(4);
+  return at::gelu(x);
+}
+
+}  // namespace qforge::ops
