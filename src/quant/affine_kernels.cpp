@@ -83,11 +83,6 @@ __attribute__((target("avx2"))) void forwardRunAvx2(const T* x, T* y, int64_t n,
 
 std::atomic<bool> avx2_allowed{true};
 
-bool useAvx2() {
-  static const bool has = __builtin_cpu_supports("avx2");
-  return has && avx2_allowed.load(std::memory_order_relaxed);
-}
-
 template <typename T>
 void forwardTyped(const at::Tensor& x, const AffineGrid& grid, at::Tensor& out) {
   const T* src = x.data_ptr<T>();
@@ -95,7 +90,7 @@ void forwardTyped(const at::Tensor& x, const AffineGrid& grid, at::Tensor& out) 
   dispatchGrid<T>(grid, [&](auto mode, auto divide) {
     constexpr RoundingMode kMode = decltype(mode)::value;
     constexpr bool kDivide = decltype(divide)::value;
-    const bool avx2 = useAvx2();
+    const bool avx2 = avx2Enabled();
     forEachChunk(x.numel(), kGrain, [&](int64_t, int64_t b, int64_t e) {
       forEachChannelRun(grid, b, e, [&](int64_t c, int64_t rb, int64_t re) {
         if (avx2) {
@@ -217,6 +212,11 @@ void checkFloating(const at::Tensor& t, const char* what) {
 
 bool setAvx2Allowed(bool allowed) {
   return avx2_allowed.exchange(allowed);
+}
+
+bool avx2Enabled() {
+  static const bool has = __builtin_cpu_supports("avx2");
+  return has && avx2_allowed.load(std::memory_order_relaxed);
 }
 
 AffineGrid makeAffineGrid(const at::Tensor& x, const QScheme& scheme, std::vector<double> scales,

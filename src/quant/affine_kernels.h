@@ -54,9 +54,11 @@ void affineFakeQuantBackward(const at::Tensor& x, const at::Tensor& grad_y, cons
 // the grid (p > 0; p == 2 and p == 1 take fast paths). Used by error-minimising range searches.
 std::vector<double> affineLpError(const at::Tensor& x, const AffineGrid& grid, double p);
 
-// The forward kernel uses an AVX2 build when the CPU has it. Tests switch it off to cover the
-// baseline (SSE2) build on AVX2 machines; returns the previous setting.
+// The forward kernel and finiteMinMax use an AVX2 build when the CPU has it (avx2Enabled). Tests
+// switch it off to cover the baseline (SSE2) build on AVX2 machines; returns the previous
+// setting.
 bool setAvx2Allowed(bool allowed);
+bool avx2Enabled();
 
 // Number of chunks forEachChunk(n, grain, ...) uses, so callers can pre-size per-chunk
 // accumulators.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -13,44 +14,55 @@ namespace quant {
 
 namespace {
 
-constexpr int64_t kLanes = 8;
-
 struct Partial {
   float min = std::numeric_limits<float>::infinity();
   float max = -std::numeric_limits<float>::infinity();
   float poison = 0.0f;  // x * 0 is NaN exactly for NaN and Inf inputs
 };
 
-// Eight independent lanes let the compiler keep the reductions in vector registers without
-// reassociating FP operations (which it may not do without -ffast-math).
-Partial scan(const float* x, int64_t n) {
-  float mn[kLanes], mx[kLanes], poison[kLanes];
-  for (int64_t l = 0; l < kLanes; ++l) {
-    mn[l] = std::numeric_limits<float>::infinity();
-    mx[l] = -std::numeric_limits<float>::infinity();
-    poison[l] = 0.0f;
-  }
+// Eight lanes as one GCC vector: explicit, because the compiler would not vectorize the select
+// (v < min ? v : min is not a min under IEEE NaN rules) from plain loops even at -O3, and ran
+// them one float at a time. Min and max do not depend on the order values are visited in (but
+// for the sign of a zero), and the poison only tells NaN or infinity from finite values.
+using Lanes = float __attribute__((vector_size(32)));
+
+__attribute__((always_inline)) inline Partial scanLanes(const float* x, int64_t n) {
+  constexpr int64_t kLanes = sizeof(Lanes) / sizeof(float);
+  const float inf = std::numeric_limits<float>::infinity();
+  Lanes mn = {inf, inf, inf, inf, inf, inf, inf, inf};
+  Lanes mx = -mn;
+  Lanes poison = {};
   int64_t i = 0;
   for (; i + kLanes <= n; i += kLanes) {
-    for (int64_t l = 0; l < kLanes; ++l) {
-      const float v = x[i + l];
-      mn[l] = v < mn[l] ? v : mn[l];
-      mx[l] = v > mx[l] ? v : mx[l];
-      poison[l] += v * 0.0f;
-    }
-  }
-  for (; i < n; ++i) {
-    mn[0] = x[i] < mn[0] ? x[i] : mn[0];
-    mx[0] = x[i] > mx[0] ? x[i] : mx[0];
-    poison[0] += x[i] * 0.0f;
+    Lanes v;
+    std::memcpy(&v, x + i, sizeof(v));
+    mn = v < mn ? v : mn;
+    mx = v > mx ? v : mx;
+    poison += v * 0.0f;
   }
   Partial p;
+  for (; i < n; ++i) {
+    p.min = x[i] < p.min ? x[i] : p.min;
+    p.max = x[i] > p.max ? x[i] : p.max;
+    p.poison += x[i] * 0.0f;
+  }
   for (int64_t l = 0; l < kLanes; ++l) {
     p.min = std::min(p.min, mn[l]);
     p.max = std::max(p.max, mx[l]);
     p.poison += poison[l];
   }
   return p;
+}
+
+Partial scan(const float* x, int64_t n) {
+  return scanLanes(x, n);
+}
+
+// The same loop for AVX2, picked at run time as the fake-quantization kernel is: calibration
+// reads every activation once here, and the baseline SSE2 loop was half of a calibration batch
+// of the zoo MobileNetV2. Compare, min/max and multiply-add only: the same result bit for bit.
+__attribute__((target("avx2"))) Partial scanAvx2(const float* x, int64_t n) {
+  return scanLanes(x, n);
 }
 
 }  // namespace
@@ -63,8 +75,9 @@ MinMax finiteMinMax(const at::Tensor& x) {
   const float* data = x.data_ptr<float>();
   const int64_t grain = 65536;
   std::vector<Partial> partials(chunkCount(n, grain));
+  const bool avx2 = avx2Enabled();
   forEachChunk(n, grain, [&](int64_t chunk, int64_t b, int64_t e) {
-    partials[chunk] = scan(data + b, e - b);
+    partials[chunk] = avx2 ? scanAvx2(data + b, e - b) : scan(data + b, e - b);
   });
   MinMax result;
   result.min = std::numeric_limits<float>::infinity();

@@ -1,0 +1,42 @@
+// finiteMinMax against ATen's own reductions, in the AVX2 and the baseline build, over sizes that
+// leave every tail length and chunk boundary, and with a NaN or infinity anywhere.
+#include "quant/tensor_stats.h"
+
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include <limits>
+#include <string>
+
+#include "quant/affine_kernels.h"
+
+namespace qforge::quant {
+namespace {
+
+TEST(TensorStatsTest, FiniteMinMaxEqualsAtenInBothBuilds) {
+  for (bool avx2 : {true, false}) {
+    const bool previous = setAvx2Allowed(avx2);
+    for (int64_t n : {1, 7, 8, 9, 15, 65537, 200003}) {
+      SCOPED_TRACE("n " + std::to_string(n) + (avx2 ? " avx2" : " baseline"));
+      at::manual_seed(n);
+      const at::Tensor x = at::randn({n}) * 3 + 1;
+      const MinMax stats = finiteMinMax(x);
+      EXPECT_TRUE(stats.finite);
+      EXPECT_EQ(stats.min, x.min().item<float>());
+      EXPECT_EQ(stats.max, x.max().item<float>());
+      for (float bad :
+           {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
+            -std::numeric_limits<float>::infinity()}) {
+        for (int64_t at_index : {int64_t{0}, n / 2, n - 1}) {
+          at::Tensor y = x.clone();
+          y[at_index] = bad;
+          EXPECT_FALSE(finiteMinMax(y).finite) << bad << " at " << at_index;
+        }
+      }
+    }
+    setAvx2Allowed(previous);
+  }
+}
+
+}  // namespace
+}  // namespace qforge::quant
