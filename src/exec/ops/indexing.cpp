@@ -95,6 +95,16 @@ std::vector<at::Tensor> gather(const OpContext& ctx) {
   }
   const int64_t axis = normalizeAxis(ctx, ctx.attrInt("axis", 0), data.dim());
   const int64_t dim = data.size(axis);
+  if (indices.dim() == 0) {
+    // One index (attention's q, k, v = qkv[0], qkv[1], qkv[2]): a view of that slice, where the
+    // general path's range check, index_select and reshape cost several microseconds each.
+    int64_t i = indices.item<int64_t>();
+    if (i < -dim || i >= dim) {
+      ctx.fail("index " + std::to_string(i) + " is out of range for axis " + std::to_string(axis) +
+               " of size " + std::to_string(dim));
+    }
+    return {data.select(axis, i < 0 ? i + dim : i)};
+  }
   at::Tensor index = indices.to(at::kLong);
   if (index.numel() > 0) {
     const int64_t lowest = index.min().item<int64_t>(), highest = index.max().item<int64_t>();

@@ -96,6 +96,22 @@ TEST(GatherTest, ScalarIndexOnShapeDropsTheAxis) {
       i64({224, 224}));
 }
 
+TEST(GatherTest, ScalarIndexOnAnInnerAxisOfActivations) {
+  // qkv[..., i, ...] as attention splits it: the slice at i (negative counts from the end).
+  const at::Tensor x = at::arange(24, at::kFloat).reshape({2, 3, 4});
+  const at::Tensor y =
+      run1({"Gather", 13, {x, at::scalar_tensor(1, at::kLong)}, {Attribute::makeInt("axis", 1)}});
+  expectValuesNear(y, {2, 4}, {4, 5, 6, 7, 16, 17, 18, 19});
+  const at::Tensor last =
+      run1({"Gather", 13, {x, at::scalar_tensor(-1, at::kInt)}, {Attribute::makeInt("axis", 2)}});
+  expectValuesNear(last, {2, 3}, {3, 7, 11, 15, 19, 23});
+  expectError({"Gather", 13, {x, at::scalar_tensor(3, at::kLong)}, {Attribute::makeInt("axis", 1)}},
+              {"index 3 is out of range for axis 1 of size 3"});
+  expectError(
+      {"Gather", 13, {x, at::scalar_tensor(-4, at::kLong)}, {Attribute::makeInt("axis", 1)}},
+      {"index -4 is out of range"});
+}
+
 TEST(GatherTest, OutOfRangeIndexNamesTheNode) {
   at::Tensor x = at::arange(6, at::kFloat).reshape({2, 3});
   expectError({"Gather", 13, {x, i64({0, 3})}, {Attribute::makeInt("axis", 1)}},
