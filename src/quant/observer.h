@@ -65,6 +65,9 @@ class Observer {
   const std::string& tensorName() const { return tensor_name_; }
   const QScheme& scheme() const { return scheme_; }
 
+  // Scalar range as [1] float tensors (what per-tensor observers summarize a batch by).
+  static std::pair<at::Tensor, at::Tensor> scalarRange(double lo, double hi);
+
  protected:
   // The batch's contribution; `x` is contiguous float32 and finite, `stats` its per-tensor
   // min/max. Reads no state, except where a rule's per-batch choice depends on what came before
@@ -94,9 +97,6 @@ class Observer {
   [[noreturn]] void fail(const std::string& message) const;
   // True once a batch's summary was folded into the state (false for the first one).
   bool hasFolded() const { return folded_ > 0; }
-
-  // Scalar range as [1] tensors.
-  static std::pair<at::Tensor, at::Tensor> scalarRange(double lo, double hi);
 
  private:
   std::string kind_;

@@ -6,7 +6,7 @@ namespace quant {
 std::pair<at::Tensor, at::Tensor> batchMinMax(const at::Tensor& x, const MinMax& stats,
                                               const QScheme& scheme) {
   if (scheme.perChannel()) return channelMinMax(x, scheme.axis);
-  return {at::full({1}, stats.min, at::kFloat), at::full({1}, stats.max, at::kFloat)};
+  return Observer::scalarRange(stats.min, stats.max);
 }
 
 MinMaxObserver::MinMaxObserver(std::string tensor_name, QScheme scheme)
