@@ -343,6 +343,12 @@ TensorMap Executor::runSteps(const TensorMap& feeds, const std::vector<const Val
     return t;
   };
 
+  // A node has run: its inputs' remaining reads drop, and those nothing needs any more are freed.
+  auto release = [&](const Node& node) {
+    for (const Value* in : node.inputs()) {
+      if (in != nullptr && --reads[in] == 0 && !keep.count(in)) env.erase(in);
+    }
+  };
   // Steps whose work an earlier step's lowering did in its own kernel (Step::tail).
   std::vector<bool> absorbed(steps_.size(), false);
   for (size_t step = 0; step < steps_.size(); ++step) {
@@ -365,14 +371,15 @@ TensorMap Executor::runSteps(const TensorMap& feeds, const std::vector<const Val
       if (const size_t offered = offeredTail(s, needed, keep, feeds); offered > 0) {
         std::vector<OpContext> tail;
         const Value* previous = s.node->outputs()[0];
-        for (size_t t : std::vector<size_t>(s.tail.begin(), s.tail.begin() + offered)) {
-          const Node& follower = *steps_[t].node;
+        for (size_t k = 0; k < offered; ++k) {
+          const Step& t = steps_[s.tail[k]];
+          const Node& follower = *t.node;
           std::vector<at::Tensor> follower_inputs;
           for (const Value* in : follower.inputs()) {
             // The previous node's output is not computed on its own: left undefined.
             follower_inputs.push_back(in && in != previous ? fetch(in) : at::Tensor());
           }
-          tail.emplace_back(follower, steps_[t].opset, std::move(follower_inputs));
+          tail.emplace_back(follower, t.opset, std::move(follower_inputs));
           previous = follower.outputs()[0];
         }
         ctx.setTail(std::move(tail));
@@ -403,9 +410,7 @@ TensorMap Executor::runSteps(const TensorMap& feeds, const std::vector<const Val
       env[last.outputs()[0]] = applyHooks(*last.outputs()[0], results.at(0));
       for (size_t k = 0; k < absorbed_count; ++k) {
         absorbed[s.tail[k]] = true;
-        for (const Value* in : steps_[s.tail[k]].node->inputs()) {
-          if (in != nullptr && --reads[in] == 0 && !keep.count(in)) env.erase(in);
-        }
+        release(*steps_[s.tail[k]].node);
       }
     }
     const auto& outs = s.node->outputs();
@@ -421,10 +426,7 @@ TensorMap Executor::runSteps(const TensorMap& feeds, const std::vector<const Val
       if (!results[i].defined()) continue;
       env[outs[i]] = applyHooks(*outs[i], results[i]);
     }
-    for (const Value* in : s.node->inputs()) {
-      if (in == nullptr) continue;
-      if (--reads[in] == 0 && !keep.count(in)) env.erase(in);
-    }
+    release(*s.node);
     if (options_.profile) {
       timings_[step].total_ms +=
           std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)

@@ -77,17 +77,16 @@ ConvEpilogue absorbTail(const OpContext& ctx, int64_t out_channels) {
   ConvEpilogue epilogue;
   size_t count = 0;
   // Every follower the kernel computes reads the previous value as its data input, slot 0.
-  std::vector<OpContext> tail;
-  for (const OpContext& follower : ctx.tail()) {
-    if (follower.hasInput(0)) break;
-    tail.push_back(follower);
-  }
-  if (count < tail.size() && tail[count].node().opType() == "BatchNormalization") {
-    epilogue.batch_norm = batchNormOf(tail[count], out_channels);
+  const std::vector<OpContext>& tail = ctx.tail();
+  auto next = [&]() -> const OpContext* {
+    return count < tail.size() && !tail[count].hasInput(0) ? &tail[count] : nullptr;
+  };
+  if (next() != nullptr && next()->node().opType() == "BatchNormalization") {
+    epilogue.batch_norm = batchNormOf(*next(), out_channels);
     if (epilogue.batch_norm) ++count;
   }
-  if (count < tail.size()) {
-    epilogue.activation = activationOf(tail[count]);
+  if (next() != nullptr) {
+    epilogue.activation = activationOf(*next());
     if (epilogue.activation) ++count;
   }
   ctx.absorb(count);

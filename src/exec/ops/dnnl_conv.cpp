@@ -42,7 +42,7 @@ struct Stamp {
 struct ShapeKernel {
   std::vector<int64_t> geometry;  // N, C, H, W, strides, dilations, pads
   std::optional<ConvActivation> activation;
-  memory::desc src, dst;
+  memory::desc src, dst, bias;  // bias: zero descriptor when the convolution has none
   dnnl::convolution_forward primitive;
   memory weights;
 };
@@ -143,19 +143,16 @@ ShapeKernel buildKernel(const at::Tensor& x, const at::Tensor& weight, const at:
     weight_dims = {group, out_channels / group, weight.size(1), weight.size(2), weight.size(3)};
   }
   const memory::desc any_weights(weight_dims, memory::data_type::f32, memory::format_tag::any);
+  const memory::desc bias_desc =
+      bias.defined() ? memory::desc({out_channels}, memory::data_type::f32, memory::format_tag::x)
+                     : memory::desc();
   const memory::dims dilations = {g.dilations[0] - 1, g.dilations[1] - 1};  // oneDNN counts gaps
   const memory::dims strides = dims(g.strides), pads_l = dims(g.pads_begin),
                      pads_r = dims(g.pads_end);
-  const auto desc =
-      bias.defined()
-          ? dnnl::convolution_forward::desc(
-                dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src,
-                any_weights,
-                memory::desc({out_channels}, memory::data_type::f32, memory::format_tag::x), dst,
-                strides, dilations, pads_l, pads_r)
-          : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference,
-                                            dnnl::algorithm::convolution_direct, src, any_weights,
-                                            dst, strides, dilations, pads_l, pads_r);
+  // A zero bias descriptor is oneDNN's "no bias".
+  const dnnl::convolution_forward::desc desc(dnnl::prop_kind::forward_inference,
+                                             dnnl::algorithm::convolution_direct, src, any_weights,
+                                             bias_desc, dst, strides, dilations, pads_l, pads_r);
   dnnl::primitive_attr attr;
   attr.set_post_ops(postOpsOf(activation));
   const dnnl::convolution_forward::primitive_desc pd(desc, attr, cpuEngine());
@@ -166,7 +163,7 @@ ShapeKernel buildKernel(const at::Tensor& x, const at::Tensor& weight, const at:
   memory plain(plain_weights, cpuEngine(), weight.data_ptr());
   memory packed(pd.weights_desc(), cpuEngine());
   dnnl::reorder(plain, packed).execute(cpuStream(), plain, packed);
-  return ShapeKernel{std::move(geometry),           activation, src, dst,
+  return ShapeKernel{std::move(geometry),           activation, src, dst, bias_desc,
                      dnnl::convolution_forward(pd), packed};
 }
 
@@ -221,17 +218,14 @@ at::Tensor dnnlConv2d(std::any* state, const at::Tensor& x, const at::Tensor& w,
   }
 
   const at::Tensor src = x.contiguous(at::MemoryFormat::ChannelsLast);
-  const std::vector<int64_t> spatial = outputSpatial(x, w, g);
-  at::Tensor out = at::empty({x.size(0), w.size(0), spatial[0], spatial[1]},
-                             x.options().memory_format(at::MemoryFormat::ChannelsLast));
+  at::Tensor out =
+      at::empty(kernel->dst.dims(), x.options().memory_format(at::MemoryFormat::ChannelsLast));
   memory src_mem(kernel->src, cpuEngine(), src.data_ptr());
   memory dst_mem(kernel->dst, cpuEngine(), out.data_ptr());
   std::unordered_map<int, memory> args = {
       {DNNL_ARG_SRC, src_mem}, {DNNL_ARG_WEIGHTS, kernel->weights}, {DNNL_ARG_DST, dst_mem}};
   if (cs->bias.defined()) {
-    args.emplace(DNNL_ARG_BIAS,
-                 memory(memory::desc({w.size(0)}, memory::data_type::f32, memory::format_tag::x),
-                        cpuEngine(), cs->bias.data_ptr()));
+    args.emplace(DNNL_ARG_BIAS, memory(kernel->bias, cpuEngine(), cs->bias.data_ptr()));
   }
   kernel->primitive.execute(cpuStream(), args);
   cpuStream().wait();

@@ -38,12 +38,12 @@ std::optional<at::Tensor> geluOfTail(const OpContext& div, const at::Tensor& x,
   if (tail.size() < 4 || !at::isFloatingType(x.scalar_type()) || x.scalar_type() == at::kHalf) {
     return std::nullopt;
   }
+  const std::optional<at::Tensor> factor = otherOperand(tail[2]);
   const bool matches = isScalar(divisor, x, std::sqrt(2.0)) && tail[0].node().opType() == "Erf" &&
                        !tail[0].hasInput(0) && tail[1].node().opType() == "Add" &&
                        isScalar(otherOperand(tail[1]), x, 1.0) &&
-                       tail[2].node().opType() == "Mul" && otherOperand(tail[2]).has_value() &&
-                       otherOperand(tail[2])->is_same(x) && tail[3].node().opType() == "Mul" &&
-                       isScalar(otherOperand(tail[3]), x, 0.5);
+                       tail[2].node().opType() == "Mul" && factor && factor->is_same(x) &&
+                       tail[3].node().opType() == "Mul" && isScalar(otherOperand(tail[3]), x, 0.5);
   if (!matches) return std::nullopt;
   div.absorb(4);
   return at::gelu(x);
