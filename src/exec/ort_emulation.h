@@ -18,9 +18,9 @@ const OpRegistry& ortEmulationRegistry();
 // QLinearMatMul yet).
 void registerOrtIntegerOps(OpRegistry& registry);
 
-// Replaces the float kernels whose rounding ORT fixes differently from ATen: MatMul, ReduceMean,
-// Softmax and Erf (exec/ops/ort_float.cpp, exec/ops/mlas_kernels.h; x86-64's MLAS kernels). The
-// ops keep their facts; `registry` must hold them already.
+// Replaces the float kernels whose rounding ORT fixes differently from ATen: MatMul and
+// ReduceMean (exec/ops/ort_float.cpp). Softmax and Erf already compute as ORT does in the
+// built-in table (exec/ops/mlas_ops.h). The ops keep their facts; `registry` must hold them.
 void registerOrtFloatOps(OpRegistry& registry);
 
 }  // namespace qforge

@@ -9,6 +9,7 @@
 
 #include "exec/op_info.h"
 #include "exec/ops/common.h"
+#include "exec/ops/mlas_ops.h"
 
 namespace qforge {
 
@@ -70,10 +71,11 @@ at::Tensor softmaxFamily(const OpContext& ctx, const at::Tensor& x, bool log) {
   auto apply = [log](const at::Tensor& t, int64_t dim) {
     return log ? at::log_softmax(t, dim) : at::softmax(t, dim);
   };
-  if (ctx.opset() >= 13) {
-    return apply(x, ops::normalizeAxis(ctx, ctx.attrInt("axis", -1), rank));
-  }
-  const int64_t axis = ops::normalizeAxis(ctx, ctx.attrInt("axis", 1), rank);
+  const bool per_axis = ctx.opset() >= 13;
+  const int64_t axis = ops::normalizeAxis(ctx, ctx.attrInt("axis", per_axis ? -1 : 1), rank);
+  // Softmax computes as ONNX Runtime does wherever the MLAS kernel applies (exec/ops/mlas_ops.h).
+  if (!log && ops::mlasKernelsApply(x)) return ops::mlasSoftmax(x, axis, !per_axis);
+  if (per_axis) return apply(x, axis);
   int64_t rows = 1;
   for (int64_t d = 0; d < axis; ++d) {
     rows *= x.size(d);

@@ -3,40 +3,16 @@
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
 
-#include <dnnl.hpp>
 #include <utility>
 #include <vector>
+
+#include "exec/ops/dnnl_common.h"
 
 namespace qforge::ops {
 
 namespace {
 
 using dnnl::memory;
-
-dnnl::engine& cpuEngine() {
-  static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
-  return engine;
-}
-
-// oneDNN's CPU stream runs on the calling thread with libtorch's OpenMP threads; one per thread
-// keeps executors on different threads apart.
-dnnl::stream& cpuStream() {
-  thread_local dnnl::stream stream(cpuEngine());
-  return stream;
-}
-
-// What a cached tensor was derived from. The source is held, so its address cannot be reused by
-// another tensor, and its version counter tells an update in place.
-struct Stamp {
-  at::Tensor source;
-  int64_t version = 0;
-
-  explicit Stamp(const at::Tensor& t) : source(t), version(t.defined() ? t._version() : 0) {}
-  bool matches(const at::Tensor& t) const {
-    if (!t.defined() || !source.defined()) return t.defined() == source.defined();
-    return source.is_same(t) && version == t._version();
-  }
-};
 
 // The kernel for one input shape, with the weight reordered into the layout it chose.
 struct ShapeKernel {
@@ -115,10 +91,6 @@ dnnl::post_ops postOpsOf(const std::optional<ConvActivation>& activation) {
   return ops;
 }
 
-memory::dims dims(at::IntArrayRef sizes) {
-  return memory::dims(sizes.begin(), sizes.end());
-}
-
 std::vector<int64_t> outputSpatial(const at::Tensor& x, const at::Tensor& w,
                                    const WindowGeometry& g) {
   std::vector<int64_t> out(2);
@@ -135,10 +107,10 @@ ShapeKernel buildKernel(const at::Tensor& x, const at::Tensor& weight, const at:
                         std::vector<int64_t> geometry) {
   const int64_t out_channels = weight.size(0);
   const std::vector<int64_t> spatial = outputSpatial(x, weight, g);
-  const memory::desc src(dims(x.sizes()), memory::data_type::f32, memory::format_tag::nhwc);
+  const memory::desc src(dnnlDims(x.sizes()), memory::data_type::f32, memory::format_tag::nhwc);
   const memory::desc dst({x.size(0), out_channels, spatial[0], spatial[1]}, memory::data_type::f32,
                          memory::format_tag::nhwc);
-  memory::dims weight_dims = dims(weight.sizes());
+  memory::dims weight_dims = dnnlDims(weight.sizes());
   if (group > 1) {
     weight_dims = {group, out_channels / group, weight.size(1), weight.size(2), weight.size(3)};
   }
@@ -147,8 +119,8 @@ ShapeKernel buildKernel(const at::Tensor& x, const at::Tensor& weight, const at:
       bias.defined() ? memory::desc({out_channels}, memory::data_type::f32, memory::format_tag::x)
                      : memory::desc();
   const memory::dims dilations = {g.dilations[0] - 1, g.dilations[1] - 1};  // oneDNN counts gaps
-  const memory::dims strides = dims(g.strides), pads_l = dims(g.pads_begin),
-                     pads_r = dims(g.pads_end);
+  const memory::dims strides = dnnlDims(g.strides), pads_l = dnnlDims(g.pads_begin),
+                     pads_r = dnnlDims(g.pads_end);
   // A zero bias descriptor is oneDNN's "no bias".
   const dnnl::convolution_forward::desc desc(dnnl::prop_kind::forward_inference,
                                              dnnl::algorithm::convolution_direct, src, any_weights,

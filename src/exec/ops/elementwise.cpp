@@ -9,6 +9,7 @@
 #include "exec/op_info.h"
 #include "exec/ops/common.h"
 #include "exec/ops/gelu_pattern.h"
+#include "exec/ops/mlas_ops.h"
 #include "ir/dtype.h"
 
 namespace qforge {
@@ -235,7 +236,10 @@ void registerElementwiseOps(OpRegistry& registry) {
   addUnary(registry, "Exp", 1, true, [](const at::Tensor& x) { return at::exp(x); });
   addUnary(registry, "Log", 1, true, [](const at::Tensor& x) { return at::log(x); });
   addUnary(registry, "Reciprocal", 1, true, [](const at::Tensor& x) { return at::reciprocal(x); });
-  addUnary(registry, "Erf", 9, true, [](const at::Tensor& x) { return at::erf(x); });
+  // As ONNX Runtime computes it wherever the MLAS kernel applies (exec/ops/mlas_ops.h).
+  addUnary(registry, "Erf", 9, true, [](const at::Tensor& x) {
+    return ops::mlasKernelsApply(x) ? ops::mlasErf(x) : at::erf(x);
+  });
   addUnary(registry, "Neg", 1, false, [](const at::Tensor& x) { return at::neg(x); });
   addUnary(registry, "Abs", 1, false, [](const at::Tensor& x) { return at::abs(x); });
   // Written-out fake quantization (deploy/qdq_onnx.h) needs these; at::round rounds half to even

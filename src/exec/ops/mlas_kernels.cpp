@@ -3,9 +3,15 @@
 // plain float arithmetic elsewhere, integer bit operations where it builds exponents.
 #include "exec/ops/mlas_kernels.h"
 
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <limits>
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define QFORGE_MLAS_X86 1
+#endif
 
 namespace qforge::mlas {
 namespace {
@@ -133,6 +139,246 @@ float erf(float x) {
   y = y * fromBits(static_cast<uint32_t>(exponent + 127) << 23);
   y = 1.0f - y;
   return fromBits(toBits(y) | small_bits | sign);
+}
+
+// The vector kernels: the scalar functions above with one float per lane. Each intrinsic is the
+// scalar step of the same name (fmaf: VFMADD; a < b ? a : b: VMINPS; bit operations as integers).
+namespace {
+
+std::atomic<bool> vector_allowed{true};
+
+#ifdef QFORGE_MLAS_X86
+
+bool cpuHasAvx2Fma() {
+  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return has;
+}
+
+bool cpuHasAvx512F() {
+  static const bool has = __builtin_cpu_supports("avx512f");
+  return has;
+}
+
+#define QFORGE_AVX2 __attribute__((target("avx2,fma")))
+#define QFORGE_AVX512 __attribute__((target("avx512f")))
+
+QFORGE_AVX2 inline __m256 bitsAsFloat(__m256i bits) {
+  return _mm256_castsi256_ps(bits);
+}
+
+QFORGE_AVX2 __m256 erf8(__m256 x) {
+  const __m256 sign_bit = bitsAsFloat(_mm256_set1_epi32(static_cast<int>(kSignBit)));
+  const __m256 sign = _mm256_and_ps(x, sign_bit);
+  __m256 a = _mm256_andnot_ps(sign_bit, x);
+  a = _mm256_min_ps(a, _mm256_set1_ps(kErfUpperAbsRange));
+  const __m256 big = _mm256_cmp_ps(_mm256_set1_ps(kErfSplitBoundary), a, _CMP_LE_OQ);
+
+  const __m256 square = _mm256_mul_ps(a, a);
+  __m256 small = _mm256_set1_ps(kErfSmall[0]);
+  for (int i = 1; i < 6; ++i)
+    small = _mm256_fmadd_ps(small, square, _mm256_set1_ps(kErfSmall[i]));
+  small = _mm256_fmadd_ps(small, a, a);
+  const __m256 small_bits = _mm256_andnot_ps(big, small);
+
+  const __m256 b = _mm256_and_ps(big, a);
+  __m256 r = _mm256_set1_ps(kErfBig[0]);
+  for (int i = 1; i < 7; ++i)
+    r = _mm256_fmadd_ps(r, b, _mm256_set1_ps(kErfBig[i]));
+  r = _mm256_fmadd_ps(r, b, b);
+  r = _mm256_xor_ps(r, sign_bit);
+  r = _mm256_max_ps(r, _mm256_set1_ps(kErfExpLowerRange));
+  const __m256 c = _mm256_set1_ps(kErfExpC);
+  const __m256 m = _mm256_sub_ps(_mm256_fmadd_ps(_mm256_set1_ps(kLog2Reciprocal), r, c), c);
+  __m256 f = _mm256_fmadd_ps(_mm256_set1_ps(kLog2High), m, r);
+  f = _mm256_fmadd_ps(m, _mm256_set1_ps(kLog2Low), f);
+  __m256 y = _mm256_set1_ps(kErfExpPoly[0]);
+  for (int i = 1; i < 7; ++i)
+    y = _mm256_fmadd_ps(y, f, _mm256_set1_ps(kErfExpPoly[i]));
+  const __m256i exponent = _mm256_cvttps_epi32(m);
+  const __m256i power = _mm256_slli_epi32(_mm256_add_epi32(exponent, _mm256_set1_epi32(127)), 23);
+  y = _mm256_mul_ps(y, bitsAsFloat(power));
+  y = _mm256_sub_ps(_mm256_set1_ps(1.0f), y);
+  return _mm256_or_ps(_mm256_or_ps(y, small_bits), sign);
+}
+
+QFORGE_AVX2 void erfAvx2(const float* in, float* out, int64_t count) {
+  int64_t i = 0;
+  for (; i + 8 <= count; i += 8)
+    _mm256_storeu_ps(out + i, erf8(_mm256_loadu_ps(in + i)));
+  if (i == count) return;
+  float lanes[8] = {};
+  std::memcpy(lanes, in + i, (count - i) * sizeof(float));
+  _mm256_storeu_ps(lanes, erf8(_mm256_loadu_ps(lanes)));
+  std::memcpy(out + i, lanes, (count - i) * sizeof(float));
+}
+
+// sumExpLane on 8 and on 16 lanes. Written once per width: a function built for one instruction
+// set cannot call another's intrinsics through a template.
+QFORGE_AVX2 __m256 sumExpFma3(__m256 v) {
+  v = _mm256_max_ps(_mm256_set1_ps(kExpLowerRangeSumExp), v);
+  const __m256 bias = _mm256_set1_ps(kRoundingBias);
+  const __m256 biased = _mm256_fmadd_ps(_mm256_set1_ps(kLog2Reciprocal), v, bias);
+  const __m256 m = _mm256_sub_ps(biased, bias);
+  v = _mm256_fmadd_ps(m, _mm256_set1_ps(kLog2High), v);
+  v = _mm256_fmadd_ps(m, _mm256_set1_ps(kLog2Low), v);
+  __m256 p = _mm256_set1_ps(kExpPoly[0]);
+  for (int i = 1; i < 6; ++i)
+    p = _mm256_fmadd_ps(p, v, _mm256_set1_ps(kExpPoly[i]));
+  p = _mm256_fmadd_ps(p, v, _mm256_set1_ps(kExpPoly[5]));
+  const __m256i power = _mm256_add_epi32(_mm256_slli_epi32(_mm256_castps_si256(biased), 23),
+                                         _mm256_set1_epi32(static_cast<int>(kOneBits)));
+  return _mm256_mul_ps(p, bitsAsFloat(power));
+}
+
+// GCC 12 reports the placeholder (_mm512_undefined_ps) inside its own AVX512F intrinsics as
+// maybe uninitialized; the warning is about the header, not this code.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+QFORGE_AVX512 __m512 sumExpAvx512(__m512 v) {
+  v = _mm512_max_ps(_mm512_set1_ps(kExpLowerRange), v);
+  const __m512 bias = _mm512_set1_ps(kRoundingBias);
+  const __m512 m = _mm512_sub_ps(_mm512_fmadd_ps(_mm512_set1_ps(kLog2Reciprocal), v, bias), bias);
+  v = _mm512_fmadd_ps(m, _mm512_set1_ps(kLog2High), v);
+  v = _mm512_fmadd_ps(m, _mm512_set1_ps(kLog2Low), v);
+  __m512 p = _mm512_set1_ps(kExpPoly[0]);
+  for (int i = 1; i < 6; ++i)
+    p = _mm512_fmadd_ps(p, v, _mm512_set1_ps(kExpPoly[i]));
+  p = _mm512_fmadd_ps(p, v, _mm512_set1_ps(kExpPoly[5]));
+  return _mm512_scalef_ps(p, m);
+}
+
+// The row's maximum, ignoring NaN as the scalar comparison does; the order of a maximum does not
+// change it.
+float rowMaximum(const float* in, int64_t count) {
+  float maximum = std::numeric_limits<float>::lowest();
+  for (int64_t j = 0; j < count; ++j)
+    maximum = in[j] > maximum ? in[j] : maximum;
+  return maximum;
+}
+
+QFORGE_AVX2 float rowMaximumAvx2(const float* in, int64_t count) {
+  __m256 lanes = _mm256_set1_ps(std::numeric_limits<float>::lowest());
+  int64_t j = 0;
+  for (; j + 8 <= count; j += 8)
+    lanes = _mm256_max_ps(_mm256_loadu_ps(in + j), lanes);
+  float partial[8];
+  _mm256_storeu_ps(partial, lanes);
+  float maximum = rowMaximum(partial, 8);
+  for (; j < count; ++j)
+    maximum = in[j] > maximum ? in[j] : maximum;
+  return maximum;
+}
+
+// The lane sums folded as the kernels fold them (see softmaxRow).
+float foldLanes(const float* lanes, int width) {
+  float a[8];
+  for (int i = 0; i < 8; ++i)
+    a[i] = width == 16 ? lanes[i + 8] + lanes[i] : lanes[i];
+  return ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
+}
+
+QFORGE_AVX2 void softmaxRowFma3(const float* in, float* out, int64_t count) {
+  const __m256 negative_maximum = _mm256_set1_ps(-rowMaximumAvx2(in, count));
+  __m256 sums = _mm256_setzero_ps();
+  int64_t j = 0;
+  for (; j + 8 <= count; j += 8) {
+    const __m256 e = sumExpFma3(_mm256_add_ps(_mm256_loadu_ps(in + j), negative_maximum));
+    _mm256_storeu_ps(out + j, e);
+    sums = _mm256_add_ps(sums, e);
+  }
+  if (j < count) {
+    // The last partial vector: its missing lanes add +0, which leaves those sums unchanged.
+    const int64_t rest = count - j;
+    float lanes[8] = {};
+    std::memcpy(lanes, in + j, rest * sizeof(float));
+    const __m256 e = sumExpFma3(_mm256_add_ps(_mm256_loadu_ps(lanes), negative_maximum));
+    _mm256_storeu_ps(lanes, e);
+    std::memcpy(out + j, lanes, rest * sizeof(float));
+    for (int64_t k = rest; k < 8; ++k)
+      lanes[k] = 0.0f;
+    sums = _mm256_add_ps(sums, _mm256_loadu_ps(lanes));
+  }
+  float lanes[8];
+  _mm256_storeu_ps(lanes, sums);
+  const __m256 scale = _mm256_set1_ps(1.0f / foldLanes(lanes, 8));
+  for (j = 0; j + 8 <= count; j += 8)
+    _mm256_storeu_ps(out + j, _mm256_mul_ps(scale, _mm256_loadu_ps(out + j)));
+  const float scalar_scale = _mm256_cvtss_f32(scale);
+  for (; j < count; ++j)
+    out[j] = scalar_scale * out[j];
+}
+
+QFORGE_AVX512 void softmaxRowAvx512(const float* in, float* out, int64_t count) {
+  __m512 maxima = _mm512_set1_ps(std::numeric_limits<float>::lowest());
+  int64_t j = 0;
+  for (; j + 16 <= count; j += 16)
+    maxima = _mm512_max_ps(_mm512_loadu_ps(in + j), maxima);
+  float partial[16];
+  _mm512_storeu_ps(partial, maxima);
+  float maximum = rowMaximum(partial, 16);
+  for (; j < count; ++j)
+    maximum = in[j] > maximum ? in[j] : maximum;
+
+  const __m512 negative_maximum = _mm512_set1_ps(-maximum);
+  __m512 sums = _mm512_setzero_ps();
+  for (j = 0; j < count; j += 16) {
+    const int64_t rest = count - j < 16 ? count - j : 16;
+    const __mmask16 mask = static_cast<__mmask16>((1u << rest) - 1u);
+    const __m512 x = _mm512_maskz_loadu_ps(mask, in + j);
+    const __m512 e = sumExpAvx512(_mm512_add_ps(x, negative_maximum));
+    _mm512_mask_storeu_ps(out + j, mask, e);
+    sums = _mm512_mask_add_ps(sums, mask, sums, e);
+  }
+  float lanes[16];
+  _mm512_storeu_ps(lanes, sums);
+  const __m512 scale = _mm512_set1_ps(1.0f / foldLanes(lanes, 16));
+  for (j = 0; j < count; j += 16) {
+    const int64_t rest = count - j < 16 ? count - j : 16;
+    const __mmask16 mask = static_cast<__mmask16>((1u << rest) - 1u);
+    _mm512_mask_storeu_ps(out + j, mask,
+                          _mm512_mul_ps(scale, _mm512_maskz_loadu_ps(mask, out + j)));
+  }
+}
+
+#pragma GCC diagnostic pop
+
+#endif  // QFORGE_MLAS_X86
+
+}  // namespace
+
+bool setVectorKernelsAllowed(bool allowed) {
+  return vector_allowed.exchange(allowed);
+}
+
+void erfArray(const float* in, float* out, int64_t count) {
+#ifdef QFORGE_MLAS_X86
+  if (vector_allowed.load(std::memory_order_relaxed) && cpuHasAvx2Fma()) {
+    erfAvx2(in, out, count);
+    return;
+  }
+#endif
+  for (int64_t i = 0; i < count; ++i)
+    out[i] = erf(in[i]);
+}
+
+void softmaxRows(const float* in, float* out, int64_t rows, int64_t width, SumExpKernel kernel) {
+#ifdef QFORGE_MLAS_X86
+  if (vector_allowed.load(std::memory_order_relaxed)) {
+    if (kernel == SumExpKernel::kFma3 && cpuHasAvx2Fma()) {
+      for (int64_t r = 0; r < rows; ++r)
+        softmaxRowFma3(in + r * width, out + r * width, width);
+      return;
+    }
+    if (kernel == SumExpKernel::kAvx512F && cpuHasAvx512F()) {
+      for (int64_t r = 0; r < rows; ++r)
+        softmaxRowAvx512(in + r * width, out + r * width, width);
+      return;
+    }
+  }
+#endif
+  for (int64_t r = 0; r < rows; ++r)
+    softmaxRow(in + r * width, out + r * width, width, kernel);
 }
 
 }  // namespace qforge::mlas

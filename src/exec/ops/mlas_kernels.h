@@ -21,4 +21,16 @@ void softmaxRow(const float* in, float* out, int64_t count, SumExpKernel kernel)
 // erf(x) as MlasErfKernelFma3 computes it (the kernel x86-64 uses with or without AVX512F).
 float erf(float x);
 
+// The same kernels over arrays, as fast as MLAS's: 8 lanes at a time with AVX2 and FMA (erf, the
+// FMA3 softmax) or 16 with AVX512F (its softmax) where this CPU has them, performing exactly the
+// operations of the scalar functions above, so every output has the same bits. Without those
+// instructions they run the scalar functions.
+void erfArray(const float* in, float* out, int64_t count);
+// `rows` contiguous rows of `width` floats, each as softmaxRow.
+void softmaxRows(const float* in, float* out, int64_t rows, int64_t width, SumExpKernel kernel);
+
+// Tests compare both paths on one machine: false makes erfArray and softmaxRows run the scalar
+// functions. Returns the previous setting.
+bool setVectorKernelsAllowed(bool allowed);
+
 }  // namespace qforge::mlas

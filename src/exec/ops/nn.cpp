@@ -21,6 +21,7 @@
 #include "exec/ops/conv_epilogue.h"
 #include "exec/ops/conv_geometry.h"
 #include "exec/ops/dnnl_conv.h"
+#include "exec/ops/dnnl_matmul.h"
 
 namespace qforge {
 
@@ -307,6 +308,15 @@ std::vector<at::Tensor> matmul(const OpContext& ctx) {
     ctx.fail("shapes " + shapeString(a.sizes()) + " and " + shapeString(b.sizes()) +
              " cannot be multiplied (inner dimensions " + std::to_string(ka) + " and " +
              std::to_string(kb) + ")");
+  }
+  // Float inference products run on oneDNN's matmul (exec/ops/dnnl_matmul.h): attention's
+  // batches of small matrices in one kernel, weights kept packed.
+  if (ops::dnnlMatMulApplies(a, b)) {
+    try {
+      return {ops::dnnlMatMul(ctx.nodeState(), a, b)};
+    } catch (const dnnl::error&) {
+      // no oneDNN kernel for this case: ATen's
+    }
   }
   return {at::matmul(a, b)};  // numpy matmul semantics, 1-D operands included
 }

@@ -13,14 +13,12 @@
 // values are exact in float64, so acc = float32(float64(acc) + a*b) is a fused multiply-add
 // except in rare double-rounding cases.
 //
-// Softmax and Erf: MLAS computes exp and erf with its own polynomials and sums softmax's
-// exponentials in vector lanes (exec/ops/mlas_kernels.h); ATen's libm-based versions differ in
-// the last bits, which flips quantized levels after attention and GELU.
+// Softmax and Erf need nothing here: the built-in lowerings already compute them with MLAS's
+// kernels (exec/ops/mlas_ops.h).
 #include <ATen/ATen.h>
 
 #include "exec/op_info.h"
 #include "exec/ops/common.h"
-#include "exec/ops/mlas_kernels.h"
 #include "exec/ort_emulation.h"
 
 namespace qforge {
@@ -78,51 +76,12 @@ std::vector<at::Tensor> laneReduceMean(const OpContext& ctx) {
   return {mean};
 }
 
-// ORT's Softmax moves the axis last (opset 13+) or flattens from it (before 13) and runs
-// MlasComputeSoftmax on contiguous rows.
-std::vector<at::Tensor> mlasSoftmax(const OpContext& ctx) {
-  const at::Tensor& x = ctx.input(0);
-  if (x.scalar_type() != at::kFloat || x.numel() == 0) {
-    return OpRegistry::builtin().find("", "Softmax", ctx.opset())->run(ctx);
-  }
-  const int64_t rank = x.dim();
-  const bool per_axis = ctx.opset() >= 13;
-  const int64_t axis = ops::normalizeAxis(ctx, ctx.attrInt("axis", per_axis ? -1 : 1), rank);
-  at::Tensor rows = per_axis ? x.movedim(axis, -1).contiguous() : x.contiguous();
-  int64_t width = 1;  // the row: the axis, or everything from it on before opset 13
-  for (int64_t d = per_axis ? rank - 1 : axis; d < rank; ++d)
-    width *= rows.size(d);
-  at::Tensor y = at::empty_like(rows);
-  const float* in = rows.data_ptr<float>();
-  float* out = y.data_ptr<float>();
-  const mlas::SumExpKernel kernel = mlas::sumExpKernelOfThisCpu();
-  for (int64_t start = 0; start < rows.numel(); start += width)
-    mlas::softmaxRow(in + start, out + start, width, kernel);
-  return {per_axis ? y.movedim(-1, axis) : y};
-}
-
-std::vector<at::Tensor> mlasErf(const OpContext& ctx) {
-  const at::Tensor& x = ctx.input(0);
-  if (x.scalar_type() != at::kFloat) {
-    return OpRegistry::builtin().find("", "Erf", ctx.opset())->run(ctx);
-  }
-  const at::Tensor c = x.contiguous();
-  at::Tensor y = at::empty_like(c);
-  const float* in = c.data_ptr<float>();
-  float* out = y.data_ptr<float>();
-  for (int64_t i = 0; i < c.numel(); ++i)
-    out[i] = mlas::erf(in[i]);
-  return {y};
-}
-
 }  // namespace
 
 void registerOrtFloatOps(OpRegistry& registry) {
   // Only the arithmetic changes: the ops keep their facts (MatMul's weight slot and layout).
   registry.replaceLowering("", "MatMul", sequentialMatMul);
   registry.replaceLowering("", "ReduceMean", laneReduceMean);
-  registry.replaceLowering("", "Softmax", mlasSoftmax);
-  registry.replaceLowering("", "Erf", mlasErf);
 }
 
 }  // namespace qforge

@@ -1,0 +1,34 @@
+// What the oneDNN kernels (exec/ops/dnnl_conv, exec/ops/dnnl_matmul) share: the CPU engine and
+// stream, and the stamp that tells whether a tensor they derived something from has changed.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <dnnl.hpp>
+#include <vector>
+
+namespace qforge::ops {
+
+dnnl::engine& cpuEngine();
+
+// oneDNN's CPU stream runs on the calling thread with libtorch's OpenMP threads; one per thread
+// keeps executors on different threads apart.
+dnnl::stream& cpuStream();
+
+// What a cached tensor was derived from: the same storage, offset, sizes and strides, and no
+// write since (the version counter, which views share with their base). A view made again on
+// every run (a Transpose of a weight) therefore still matches. The source is held, so its
+// storage cannot be freed and its address reused by another tensor.
+class Stamp {
+ public:
+  explicit Stamp(const at::Tensor& t);
+  bool matches(const at::Tensor& t) const;
+
+ private:
+  at::Tensor source_;
+  int64_t version_ = 0;
+};
+
+dnnl::memory::dims dnnlDims(at::IntArrayRef sizes);
+
+}  // namespace qforge::ops

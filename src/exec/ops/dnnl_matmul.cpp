@@ -1,0 +1,163 @@
+#include "exec/ops/dnnl_matmul.h"
+
+#include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
+
+#include <algorithm>
+#include <optional>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "exec/ops/dnnl_common.h"
+
+namespace qforge::ops {
+
+namespace {
+
+using dnnl::memory;
+
+// One product shape: the operands' sizes and strides, and whether the weight is packed.
+struct MatMulKernel {
+  std::vector<int64_t> key;
+  memory::desc src, weights, dst;
+  dnnl::matmul primitive;
+  std::optional<memory> packed;        // the weight reordered into `weights`, when packed
+  std::optional<Stamp> packed_source;  // ... and the tensor it was reordered from
+};
+
+struct MatMulState {
+  // The 2-D right operand of the last call: seen again unchanged, it is a weight worth packing.
+  std::optional<Stamp> last_weight;
+  std::vector<MatMulKernel> kernels;
+};
+
+// A node sees few shapes; past this many the kernels are rebuilt rather than kept without bound.
+constexpr size_t kMaxKernelsPerNode = 6;
+
+bool positiveStrides(const at::Tensor& t) {
+  for (int64_t s : t.strides()) {
+    if (s <= 0) return false;
+  }
+  return true;
+}
+
+// An operand as oneDNN reads it: its own strides when every one is positive (views such as
+// transposes are read in place), else a contiguous copy.
+at::Tensor readable(const at::Tensor& t) {
+  return positiveStrides(t) ? t : t.contiguous();
+}
+
+memory::desc stridedDesc(const at::Tensor& t) {
+  return memory::desc(dnnlDims(t.sizes()), memory::data_type::f32, dnnlDims(t.strides()));
+}
+
+std::vector<int64_t> keyOf(const at::Tensor& a, const at::Tensor& b, bool packed) {
+  std::vector<int64_t> key;
+  for (const at::Tensor* t : {&a, &b}) {
+    key.push_back(t->dim());
+    key.insert(key.end(), t->sizes().begin(), t->sizes().end());
+    key.insert(key.end(), t->strides().begin(), t->strides().end());
+  }
+  key.push_back(packed ? 1 : 0);
+  return key;
+}
+
+MatMulKernel buildKernel(const at::Tensor& a, const at::Tensor& b, bool packed,
+                         std::vector<int64_t> key) {
+  std::vector<int64_t> dst_sizes = a.sizes().vec();
+  dst_sizes.back() = b.size(-1);
+  const memory::desc src = stridedDesc(a);
+  const memory::desc plain_weights = stridedDesc(b);
+  const memory::desc weights =
+      packed ? memory::desc(dnnlDims(b.sizes()), memory::data_type::f32, memory::format_tag::any)
+             : plain_weights;
+  std::vector<int64_t> dst_strides(dst_sizes.size(), 1);  // row-major
+  for (size_t d = dst_sizes.size() - 1; d > 0; --d)
+    dst_strides[d - 1] = dst_strides[d] * dst_sizes[d];
+  const memory::desc dst(dnnlDims(dst_sizes), memory::data_type::f32, dnnlDims(dst_strides));
+  const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(src, weights, dst), cpuEngine());
+  MatMulKernel kernel{std::move(key),   src,          pd.weights_desc(), dst,
+                      dnnl::matmul(pd), std::nullopt, std::nullopt};
+  if (packed) {
+    memory plain(plain_weights, cpuEngine(), b.data_ptr());
+    memory reordered(pd.weights_desc(), cpuEngine());
+    dnnl::reorder(plain, reordered).execute(cpuStream(), plain, reordered);
+    kernel.packed = reordered;
+    kernel.packed_source.emplace(b);
+  }
+  return kernel;
+}
+
+}  // namespace
+
+bool dnnlMatMulApplies(const at::Tensor& a, const at::Tensor& b) {
+  const bool float32 = a.scalar_type() == at::kFloat && b.scalar_type() == at::kFloat;
+  const bool needs_grad = at::GradMode::is_enabled() && (a.requires_grad() || b.requires_grad());
+  if (!float32 || needs_grad || a.dim() < 2 || b.dim() < 2 || a.numel() == 0 || b.numel() == 0 ||
+      a.size(-1) != b.size(-2)) {
+    return false;
+  }
+  if (b.dim() == 2) return true;
+  // oneDNN takes up to 12 dims; the batch dims must agree exactly (no broadcasting here).
+  return a.dim() == b.dim() && a.dim() <= 6 &&
+         a.sizes().slice(0, a.dim() - 2) == b.sizes().slice(0, b.dim() - 2);
+}
+
+at::Tensor dnnlMatMul(std::any* state, const at::Tensor& a_in, const at::Tensor& b_in) {
+  MatMulState scratch;
+  MatMulState* ms = &scratch;
+  if (state != nullptr) {
+    ms = std::any_cast<MatMulState>(state);
+    if (ms == nullptr) {
+      *state = MatMulState{};
+      ms = std::any_cast<MatMulState>(state);
+    }
+  }
+  // A 2-D right operand takes a's leading dims as rows of one product: [..., M, K] -> [R, K].
+  const bool rows_product = b_in.dim() == 2;
+  at::Tensor a = rows_product ? a_in.reshape({-1, a_in.size(-1)}) : a_in;
+  a = readable(a);
+  const at::Tensor b = readable(b_in);
+
+  // Pack a 2-D weight only when it comes back unchanged: a right operand computed afresh on
+  // every run would be reordered for one use.
+  bool packed = false;
+  if (rows_product) {
+    packed = ms->last_weight && ms->last_weight->matches(b);
+    ms->last_weight.emplace(b);
+  }
+  std::vector<int64_t> key = keyOf(a, b, packed);
+  auto found = std::find_if(ms->kernels.begin(), ms->kernels.end(),
+                            [&](const MatMulKernel& k) { return k.key == key; });
+  // A packed kernel holds the weight's values of its time: another weight, or this one changed
+  // in place, needs it rebuilt.
+  if (found != ms->kernels.end() && packed && !found->packed_source->matches(b)) {
+    ms->kernels.erase(found);
+    found = ms->kernels.end();
+  }
+  if (found == ms->kernels.end()) {
+    if (ms->kernels.size() >= kMaxKernelsPerNode) ms->kernels.clear();
+    ms->kernels.push_back(buildKernel(a, b, packed, std::move(key)));
+    found = ms->kernels.end() - 1;
+  }
+  MatMulKernel* kernel = &*found;
+
+  std::vector<int64_t> out_sizes = a.sizes().vec();
+  out_sizes.back() = b.size(-1);
+  at::Tensor out = at::empty(out_sizes, a.options().memory_format(at::MemoryFormat::Contiguous));
+  memory src_mem(kernel->src, cpuEngine(), a.data_ptr());
+  memory dst_mem(kernel->dst, cpuEngine(), out.data_ptr());
+  memory weights_mem =
+      kernel->packed ? *kernel->packed : memory(kernel->weights, cpuEngine(), b.data_ptr());
+  kernel->primitive.execute(
+      cpuStream(),
+      {{DNNL_ARG_SRC, src_mem}, {DNNL_ARG_WEIGHTS, weights_mem}, {DNNL_ARG_DST, dst_mem}});
+  cpuStream().wait();
+  if (!rows_product) return out;
+  std::vector<int64_t> result_sizes = a_in.sizes().vec();
+  result_sizes.back() = b.size(-1);
+  return out.view(result_sizes);
+}
+
+}  // namespace qforge::ops

@@ -1,0 +1,54 @@
+#include "exec/ops/mlas_ops.h"
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <ATen/core/grad_mode.h>
+
+#include "exec/ops/mlas_kernels.h"
+
+namespace qforge::ops {
+
+namespace {
+
+// Elements per parallel task: below this, waking a second thread costs more than it saves.
+constexpr int64_t kGrainElements = 1 << 14;
+
+}  // namespace
+
+bool mlasKernelsApply(const at::Tensor& x) {
+  return x.defined() && x.scalar_type() == at::kFloat &&
+         !(at::GradMode::is_enabled() && x.requires_grad());
+}
+
+at::Tensor mlasSoftmax(const at::Tensor& x, int64_t axis, bool flatten_from_axis) {
+  const int64_t rank = x.dim();
+  const at::Tensor rows = flatten_from_axis ? x.contiguous() : x.movedim(axis, -1).contiguous();
+  at::Tensor y = at::empty_like(rows, at::MemoryFormat::Contiguous);
+  if (rows.numel() == 0) return flatten_from_axis ? y : y.movedim(-1, axis);
+  int64_t width = 1;  // the row: the axis, or everything from it on before opset 13
+  for (int64_t d = flatten_from_axis ? axis : rank - 1; d < rank; ++d)
+    width *= rows.size(d);
+  const int64_t count = rows.numel() / width;
+  const float* in = rows.data_ptr<float>();
+  float* out = y.data_ptr<float>();
+  const mlas::SumExpKernel kernel = mlas::sumExpKernelOfThisCpu();
+  const int64_t grain = std::max<int64_t>(1, kGrainElements / width);
+  at::parallel_for(0, count, grain, [&](int64_t begin, int64_t end) {
+    mlas::softmaxRows(in + begin * width, out + begin * width, end - begin, width, kernel);
+  });
+  return flatten_from_axis ? y : y.movedim(-1, axis);
+}
+
+at::Tensor mlasErf(const at::Tensor& x) {
+  // Elementwise: a dense tensor in any layout is read in memory order, as it lies.
+  const at::Tensor c = x.is_non_overlapping_and_dense() ? x : x.contiguous();
+  at::Tensor y = at::empty_like(c);
+  const float* in = c.data_ptr<float>();
+  float* out = y.data_ptr<float>();
+  at::parallel_for(0, c.numel(), kGrainElements, [&](int64_t begin, int64_t end) {
+    mlas::erfArray(in + begin, out + begin, end - begin);
+  });
+  return y;
+}
+
+}  // namespace qforge::ops

@@ -1,0 +1,23 @@
+// Softmax and Erf on tensors as ONNX Runtime's CPU provider computes them: MLAS's kernels
+// (exec/ops/mlas_kernels.h), bit for bit, over rows in parallel. The executor's own lowerings use
+// them, so a quantizer after attention or GELU sees the values the deployed model computes; ATen's
+// libm-based kernels differ in the last bits, which flips quantized levels.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+
+namespace qforge::ops {
+
+// True when the MLAS kernels compute this input: float32, and no gradient wanted through it
+// (training keeps ATen's differentiable ops).
+bool mlasKernelsApply(const at::Tensor& x);
+
+// ONNX's Softmax of float32 `x` (axis already normalized): along `axis` from opset 13 on, over
+// everything from `axis` on, flattened, before it. ORT moves the axis last in the first case.
+at::Tensor mlasSoftmax(const at::Tensor& x, int64_t axis, bool flatten_from_axis);
+
+at::Tensor mlasErf(const at::Tensor& x);
+
+}  // namespace qforge::ops
