@@ -4,6 +4,7 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <any>
 #include <dnnl.hpp>
 #include <vector>
 
@@ -30,5 +31,15 @@ class Stamp {
 };
 
 dnnl::memory::dims dnnlDims(at::IntArrayRef sizes);
+
+// The kernel state a node keeps between runs (OpContext::nodeState), made on first use; `scratch`
+// when the node keeps none.
+template <typename T>
+T& keptState(std::any* state, T& scratch) {
+  if (state == nullptr) return scratch;
+  if (T* kept = std::any_cast<T>(state)) return *kept;
+  *state = T{};
+  return *std::any_cast<T>(state);
+}
 
 }  // namespace qforge::ops

@@ -158,14 +158,7 @@ at::Tensor dnnlConv2d(std::any* state, const at::Tensor& x, const at::Tensor& w,
                       const at::Tensor& bias, const WindowGeometry& g, int64_t group,
                       const ConvEpilogue& epilogue) {
   ConvState scratch;
-  ConvState* cs = &scratch;
-  if (state != nullptr) {
-    cs = std::any_cast<ConvState>(state);
-    if (cs == nullptr) {
-      *state = ConvState{};
-      cs = std::any_cast<ConvState>(state);
-    }
-  }
+  ConvState* cs = &keptState(state, scratch);
   const std::vector<at::Tensor> sources = sourcesOf(w, bias, epilogue);
   if (!sameSources(*cs, sources)) {
     cs->sources.clear();

@@ -106,14 +106,7 @@ bool dnnlMatMulApplies(const at::Tensor& a, const at::Tensor& b) {
 
 at::Tensor dnnlMatMul(std::any* state, const at::Tensor& a_in, const at::Tensor& b_in) {
   MatMulState scratch;
-  MatMulState* ms = &scratch;
-  if (state != nullptr) {
-    ms = std::any_cast<MatMulState>(state);
-    if (ms == nullptr) {
-      *state = MatMulState{};
-      ms = std::any_cast<MatMulState>(state);
-    }
-  }
+  MatMulState* ms = &keptState(state, scratch);
   // A 2-D right operand takes a's leading dims as rows of one product: [..., M, K] -> [R, K].
   const bool rows_product = b_in.dim() == 2;
   at::Tensor a = rows_product ? a_in.reshape({-1, a_in.size(-1)}) : a_in;
