@@ -73,8 +73,9 @@ at::Tensor softmaxFamily(const OpContext& ctx, const at::Tensor& x, bool log) {
   };
   const bool per_axis = ctx.opset() >= 13;
   const int64_t axis = ops::normalizeAxis(ctx, ctx.attrInt("axis", per_axis ? -1 : 1), rank);
-  // Softmax computes as ONNX Runtime does wherever the MLAS kernel applies (exec/ops/mlas_ops.h).
-  if (!log && ops::mlasKernelsApply(x)) return ops::mlasSoftmax(x, axis, !per_axis);
+  // Softmax computes as ONNX Runtime does wherever the MLAS kernel applies (exec/ops/mlas_ops.h):
+  // rows along an axis, which a scalar does not have.
+  if (!log && rank > 0 && ops::mlasKernelsApply(x)) return ops::mlasSoftmax(x, axis, !per_axis);
   if (per_axis) return apply(x, axis);
   int64_t rows = 1;
   for (int64_t d = 0; d < axis; ++d) {

@@ -2,8 +2,11 @@
 #pragma once
 
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
 
 #include <cstdint>
+#include <functional>
+#include <initializer_list>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -19,6 +22,17 @@ inline int64_t normalizeAxis(const OpContext& ctx, int64_t axis, int64_t rank) {
              std::to_string(rank));
   }
   return axis < 0 ? axis + rank : axis;
+}
+
+// True when every defined tensor given is float32 and no gradient is wanted through any of them:
+// where a lowering may run a kernel of its own (oneDNN, MLAS) instead of ATen's differentiable op.
+inline bool float32WithoutGrad(std::initializer_list<std::reference_wrapper<const at::Tensor>> ts) {
+  const bool grad = at::GradMode::is_enabled();
+  for (const at::Tensor& t : ts) {
+    if (!t.defined()) continue;
+    if (t.scalar_type() != at::kFloat || (grad && t.requires_grad())) return false;
+  }
+  return true;
 }
 
 // Reads a 0-d or 1-d integer tensor (shapes, axes, pads given as inputs) into a vector.

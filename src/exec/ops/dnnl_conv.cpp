@@ -1,11 +1,11 @@
 #include "exec/ops/dnnl_conv.h"
 
 #include <ATen/ATen.h>
-#include <ATen/core/grad_mode.h>
 
 #include <utility>
 #include <vector>
 
+#include "exec/ops/common.h"
 #include "exec/ops/dnnl_common.h"
 
 namespace qforge::ops {
@@ -143,11 +143,9 @@ ShapeKernel buildKernel(const at::Tensor& x, const at::Tensor& weight, const at:
 
 bool dnnlConvApplies(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias,
                      const WindowGeometry& g) {
-  const bool float32 = x.scalar_type() == at::kFloat && w.scalar_type() == at::kFloat &&
-                       (!bias.defined() || bias.scalar_type() == at::kFloat);
-  const bool needs_grad = at::GradMode::is_enabled() && (x.requires_grad() || w.requires_grad() ||
-                                                         (bias.defined() && bias.requires_grad()));
-  if (!float32 || needs_grad || x.dim() != 4 || w.dim() != 4 || x.numel() == 0) return false;
+  if (!float32WithoutGrad({x, w, bias}) || x.dim() != 4 || w.dim() != 4 || x.numel() == 0) {
+    return false;
+  }
   for (int64_t s : outputSpatial(x, w, g)) {
     if (s <= 0) return false;
   }

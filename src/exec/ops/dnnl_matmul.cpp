@@ -1,7 +1,6 @@
 #include "exec/ops/dnnl_matmul.h"
 
 #include <ATen/ATen.h>
-#include <ATen/core/grad_mode.h>
 
 #include <algorithm>
 #include <optional>
@@ -9,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "exec/ops/common.h"
 #include "exec/ops/dnnl_common.h"
 
 namespace qforge::ops {
@@ -92,10 +92,8 @@ MatMulKernel buildKernel(const at::Tensor& a, const at::Tensor& b, bool packed,
 }  // namespace
 
 bool dnnlMatMulApplies(const at::Tensor& a, const at::Tensor& b) {
-  const bool float32 = a.scalar_type() == at::kFloat && b.scalar_type() == at::kFloat;
-  const bool needs_grad = at::GradMode::is_enabled() && (a.requires_grad() || b.requires_grad());
-  if (!float32 || needs_grad || a.dim() < 2 || b.dim() < 2 || a.numel() == 0 || b.numel() == 0 ||
-      a.size(-1) != b.size(-2)) {
+  if (!a.defined() || !b.defined() || !float32WithoutGrad({a, b}) || a.dim() < 2 || b.dim() < 2 ||
+      a.numel() == 0 || b.numel() == 0 || a.size(-1) != b.size(-2)) {
     return false;
   }
   if (b.dim() == 2) return true;
@@ -136,9 +134,8 @@ at::Tensor dnnlMatMul(std::any* state, const at::Tensor& a_in, const at::Tensor&
   }
   MatMulKernel* kernel = &*found;
 
-  std::vector<int64_t> out_sizes = a.sizes().vec();
-  out_sizes.back() = b.size(-1);
-  at::Tensor out = at::empty(out_sizes, a.options().memory_format(at::MemoryFormat::Contiguous));
+  at::Tensor out =
+      at::empty(kernel->dst.dims(), a.options().memory_format(at::MemoryFormat::Contiguous));
   memory src_mem(kernel->src, cpuEngine(), a.data_ptr());
   memory dst_mem(kernel->dst, cpuEngine(), out.data_ptr());
   memory weights_mem =

@@ -2,8 +2,8 @@
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
-#include <ATen/core/grad_mode.h>
 
+#include "exec/ops/common.h"
 #include "exec/ops/mlas_kernels.h"
 
 namespace qforge::ops {
@@ -16,8 +16,7 @@ constexpr int64_t kGrainElements = 1 << 14;
 }  // namespace
 
 bool mlasKernelsApply(const at::Tensor& x) {
-  return x.defined() && x.scalar_type() == at::kFloat &&
-         !(at::GradMode::is_enabled() && x.requires_grad());
+  return x.defined() && float32WithoutGrad({x});
 }
 
 at::Tensor mlasSoftmax(const at::Tensor& x, int64_t axis, bool flatten_from_axis) {

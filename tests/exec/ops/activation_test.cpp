@@ -56,6 +56,17 @@ TEST(ActivationOpsTest, SoftmaxOpset13WithAxis1NormalizesOnlyThatAxis) {
                    expected);
 }
 
+TEST(ActivationOpsTest, SoftmaxOfAFloat32ScalarIsOneAtEveryOpset) {
+  // A scalar has no axis to take rows along: the float32 kernel leaves it to ATen (a distribution
+  // over one value).
+  for (int64_t opset : {11, 13}) {
+    const at::Tensor y =
+        run1({"Softmax", opset, {at::scalar_tensor(3.5f)}, {Attribute::makeInt("axis", 0)}});
+    EXPECT_EQ(y.dim(), 0) << "opset " << opset;
+    EXPECT_EQ(y.item<float>(), 1.0f) << "opset " << opset;
+  }
+}
+
 TEST(ActivationOpsTest, LogSoftmaxOpset11AxisZeroUsesAllValues) {
   // axis 0: the whole tensor is one row; the exponentials sum to 14.
   at::Tensor expected =
