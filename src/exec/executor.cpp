@@ -121,40 +121,76 @@ Executor::Executor(const Graph& graph, ExecutorOptions options, const OpRegistry
 
 namespace {
 
-// The longest chain a lowering computes: GELU written out (Div's four followers).
-constexpr size_t kMaxTail = 4;
+// The most followers a lowering computes: LayerNorm written out (ReduceMean's eight).
+constexpr size_t kMaxTail = 8;
 
 }  // namespace
 
-// The chain of single readers after step `head` whose op types its lowering may absorb: each
-// reads the previous node's only used output, output 0, and nothing else reads it; every other
-// input of theirs is ready before `head` runs.
-std::vector<size_t> Executor::planTail(size_t head,
-                                       const std::unordered_map<const Node*, size_t>& index) const {
+// The followers of step `head` that its lowering may compute in its own kernel, in execution
+// order: nodes of the types it names that read a value computed by `head` or an earlier follower
+// (only output 0 of each is used), whose other inputs are ready before `head` runs. Cut after the
+// last follower where the nodes so far form a closed region: every value they compute but the
+// last is read only inside it and is no graph output. A chain of single readers is closed at
+// every length; a LayerNorm written out only as a whole, since its Sub feeds Pow and Div.
+Executor::Tail Executor::planTail(size_t head,
+                                  const std::unordered_map<const Node*, size_t>& index) const {
   const std::vector<std::string>& fusable = steps_[head].info->fusable_followers;
-  std::vector<size_t> tail;
-  const Node* last = steps_[head].node;
-  while (!fusable.empty() && tail.size() < kMaxTail && !last->outputs().empty()) {
-    const Value* v = last->outputs()[0];
-    if (graph_.isGraphOutput(v) || v->uses().size() != 1) break;
-    const bool others_unused =
-        std::all_of(last->outputs().begin() + 1, last->outputs().end(),
-                    [&](const Value* o) { return o->uses().empty() && !graph_.isGraphOutput(o); });
-    const Use& use = v->uses()[0];
-    const Node* next = use.node;
-    if (!others_unused || !next->domain().empty() ||
-        std::find(fusable.begin(), fusable.end(), next->opType()) == fusable.end()) {
-      break;
+  if (fusable.empty()) return {};
+  std::vector<const Node*> region = {steps_[head].node};
+  auto inside = [&](const Value* v) {
+    return v != nullptr && v->producer() != nullptr &&
+           std::find(region.begin(), region.end(), v->producer()) != region.end();
+  };
+  auto onlyOutputZeroUsed = [&](const Node* node) {
+    return !node->outputs().empty() &&
+           std::all_of(node->outputs().begin() + 1, node->outputs().end(), [&](const Value* o) {
+             return o->uses().empty() && !graph_.isGraphOutput(o);
+           });
+  };
+  auto joinable = [&](const Node* next) {
+    if (!next->domain().empty() ||
+        std::find(fusable.begin(), fusable.end(), next->opType()) == fusable.end() ||
+        std::find(region.begin(), region.end(), next) != region.end() ||
+        !onlyOutputZeroUsed(next)) {
+      return false;
     }
-    const bool ready =
-        std::all_of(next->inputs().begin(), next->inputs().end(), [&](const Value* in) {
-          return in == nullptr || in == v || in->producer() == nullptr ||
-                 index.at(in->producer()) < head;
-        });
-    if (!ready) break;
-    tail.push_back(index.at(next));
-    last = next;
+    return std::all_of(next->inputs().begin(), next->inputs().end(), [&](const Value* in) {
+      return in == nullptr || inside(in) || in->producer() == nullptr ||
+             index.at(in->producer()) < head;
+    });
+  };
+  // Closed when each value computed so far but the last node's is read only by region nodes.
+  auto closed = [&]() {
+    for (size_t i = 0; i + 1 < region.size(); ++i) {
+      const Value* v = region[i]->outputs()[0];
+      if (graph_.isGraphOutput(v)) return false;
+      for (const Use& use : v->uses()) {
+        if (std::find(region.begin(), region.end(), use.node) == region.end()) return false;
+      }
+    }
+    return true;
+  };
+  if (!onlyOutputZeroUsed(region[0])) return {};
+  Tail tail;
+  size_t closed_length = 0;
+  while (tail.steps.size() < kMaxTail) {
+    // The earliest joinable reader of a region value keeps the followers in execution order.
+    const Node* next = nullptr;
+    for (const Node* member : region) {
+      for (const Use& use : member->outputs()[0]->uses()) {
+        if ((next == nullptr || index.at(use.node) < index.at(next)) && joinable(use.node)) {
+          next = use.node;
+        }
+      }
+    }
+    if (next == nullptr) break;
+    region.push_back(next);
+    tail.steps.push_back(index.at(next));
+    tail.closed.push_back(closed());
+    if (tail.closed.back()) closed_length = tail.steps.size();
   }
+  tail.steps.resize(closed_length);
+  tail.closed.resize(closed_length);
   return tail;
 }
 
@@ -167,7 +203,8 @@ size_t Executor::offeredTail(const Step& s, const std::unordered_set<const Node*
   if (options_.enable_grad) return 0;
   size_t count = 0;
   const Node* previous = s.node;
-  for (size_t t : s.tail) {
+  for (size_t t : s.tail.steps) {
+    // Checked in turn, the step's value and each earlier follower's all stay unseen.
     const Value* between = previous->outputs()[0];
     if (!needed.count(steps_[t].node) || hooked(*between) || keep.count(between) ||
         feeds.count(between->name())) {
@@ -370,17 +407,18 @@ TensorMap Executor::runSteps(const TensorMap& feeds, const std::vector<const Val
       }
       if (const size_t offered = offeredTail(s, needed, keep, feeds); offered > 0) {
         std::vector<OpContext> tail;
-        const Value* previous = s.node->outputs()[0];
+        std::vector<const Value*> computed = {s.node->outputs()[0]};
         for (size_t k = 0; k < offered; ++k) {
-          const Step& t = steps_[s.tail[k]];
+          const Step& t = steps_[s.tail.steps[k]];
           const Node& follower = *t.node;
           std::vector<at::Tensor> follower_inputs;
           for (const Value* in : follower.inputs()) {
-            // The previous node's output is not computed on its own: left undefined.
-            follower_inputs.push_back(in && in != previous ? fetch(in) : at::Tensor());
+            // Values computed inside the lowering's kernel do not exist on their own: undefined.
+            const bool inside = std::find(computed.begin(), computed.end(), in) != computed.end();
+            follower_inputs.push_back(in && !inside ? fetch(in) : at::Tensor());
           }
           tail.emplace_back(follower, t.opset, std::move(follower_inputs));
-          previous = follower.outputs()[0];
+          computed.push_back(follower.outputs()[0]);
         }
         ctx.setTail(std::move(tail));
       }
@@ -402,15 +440,18 @@ TensorMap Executor::runSteps(const TensorMap& feeds, const std::vector<const Val
         }
       }
       absorbed_count = std::min(ctx.absorbed(), ctx.tail().size());
+      require(absorbed_count == 0 || s.tail.closed[absorbed_count - 1],
+              s.node->describe() + ": its lowering computed " + std::to_string(absorbed_count) +
+                  " following node(s), whose values are also read elsewhere (a qforge bug)");
     }
     if (absorbed_count > 0) {
       // The lowering computed its followers too: its output is the last one's, and the
       // followers' reads are done.
-      const Node& last = *steps_[s.tail[absorbed_count - 1]].node;
+      const Node& last = *steps_[s.tail.steps[absorbed_count - 1]].node;
       env[last.outputs()[0]] = applyHooks(*last.outputs()[0], results.at(0));
       for (size_t k = 0; k < absorbed_count; ++k) {
-        absorbed[s.tail[k]] = true;
-        release(*steps_[s.tail[k]].node);
+        absorbed[s.tail.steps[k]] = true;
+        release(*steps_[s.tail.steps[k]].node);
       }
     }
     const auto& outs = s.node->outputs();

@@ -70,6 +70,15 @@ class Executor {
       const Graph& graph, const OpRegistry& registry = OpRegistry::builtin());
 
  private:
+  // Steps after a step that its lowering may compute in its own kernel (OpInfo::fusable_followers),
+  // planned from the graph; offered at run time up to the first value between them that something
+  // observes (OpContext::tail).
+  struct Tail {
+    std::vector<size_t> steps;
+    // closed[k]: no value the step and steps[0..k] compute, but the last, is read elsewhere; so a
+    // lowering may stop after steps[k].
+    std::vector<bool> closed;
+  };
   struct Step {
     const Node* node;
     const OpInfo* info;
@@ -77,10 +86,7 @@ class Executor {
     // Learnt on the first run: the op has no float16 kernel, so it runs widened to float32.
     mutable bool half_via_float = false;
     mutable std::any state;  // OpContext::nodeState
-    // Steps right after this one that its lowering may compute in its own kernel
-    // (OpInfo::fusable_followers), planned from the graph; offered at run time up to the first
-    // value between them that something observes (OpContext::tail).
-    std::vector<size_t> tail;
+    Tail tail;
   };
   struct HookEntry {
     int64_t id;
@@ -91,8 +97,7 @@ class Executor {
   TensorMap runSteps(const TensorMap& feeds, const std::vector<const Value*>& wanted);
   at::Tensor applyHooks(const Value& v, at::Tensor t) const;
   bool hooked(const Value& v) const;
-  std::vector<size_t> planTail(size_t head,
-                               const std::unordered_map<const Node*, size_t>& index) const;
+  Tail planTail(size_t head, const std::unordered_map<const Node*, size_t>& index) const;
   size_t offeredTail(const Step& s, const std::unordered_set<const Node*>& needed,
                      const std::unordered_set<const Value*>& keep, const TensorMap& feeds) const;
   std::vector<bool> overwritableInputs(const Node& node, const OpContext& ctx,

@@ -19,6 +19,14 @@ void OpContext::fail(const std::string& message) const {
   throw Error(node_.describe() + ", opset " + std::to_string(opset_) + ": " + message);
 }
 
+bool OpContext::followerReads(size_t k, size_t slot, size_t source) const {
+  if (k >= tail_.size() || source > k) return false;
+  const Node& reader = tail_[k].node();
+  const Node& producer = source == 0 ? node_ : tail_[source - 1].node();
+  return slot < reader.inputs().size() && !producer.outputs().empty() &&
+         reader.inputs()[slot] == producer.outputs()[0];
+}
+
 const at::Tensor& OpContext::input(size_t i) const {
   if (!hasInput(i)) fail("required input " + std::to_string(i) + " is missing");
   return inputs_[i];

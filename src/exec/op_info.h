@@ -43,14 +43,20 @@ class OpContext {
   void setNodeState(std::any* state) { state_ = state; }
   // Number of declared outputs of the node (some ops, e.g. Split, produce that many).
   size_t outputCount() const { return node_.outputs().size(); }
-  // The nodes right after this one that the lowering may compute inside its own kernel (a Conv's
-  // BatchNormalization and activation; OpInfo::fusable_followers), each reading the previous
-  // one's output 0 at one input slot, which is left undefined here. The executor offers them
-  // only up to the first value between them that something can observe. Empty outside an
-  // executor's plan.
+  // The nodes after this one that the lowering may compute inside its own kernel
+  // (OpInfo::fusable_followers): a Conv's BatchNormalization and activation, the rest of a
+  // LayerNorm written out after its ReduceMean. Each reads at least one value computed by this
+  // node or an earlier follower; those input slots are left undefined here (followerReads tells
+  // which value a slot held). The executor offers them only up to the first value between them
+  // that something can observe. Empty outside an executor's plan.
   const std::vector<OpContext>& tail() const { return tail_; }
+  // True when input `slot` of follower `k` is output 0 of `source`: 0 for this node, j for
+  // tail()[j - 1]. (k, slot, k) asks whether the follower reads the node right before it.
+  bool followerReads(size_t k, size_t slot, size_t source) const;
   void setTail(std::vector<OpContext> tail) { tail_ = std::move(tail); }
-  // How many of tail() the lowering computed: its output 0 is then the last of those nodes'.
+  // How many of tail() the lowering computed: its output 0 is then the last of those nodes'. The
+  // count must end where no value computed inside is read outside (every chain of single readers
+  // qualifies; a LayerNorm only as a whole); the executor checks it.
   size_t absorbed() const { return absorbed_; }
   void absorb(size_t count) const { absorbed_ = count; }
 

@@ -553,5 +553,105 @@ TEST(ExecutorTailTest, AFollowersOtherInputsMustBeReadyWhenTheFirstNodeRuns) {
   }
 }
 
+// --- Followers that read a value computed two or more nodes back (a closed region) ---
+
+// "Square" offers "Neg" and "Mul": x -> Square(a) -> Neg(n); Mul(a, n) -> y, so y = -x^4. Its
+// lowering absorbs `absorb` followers when that many are offered and the Mul reads both values.
+struct RegionRegistry {
+  OpRegistry registry;
+  std::map<std::string, int> calls;
+  size_t absorb = 2;
+
+  RegionRegistry() {
+    OpInfo square;
+    square.op_type = "Square";
+    square.fusable_followers = {"Neg", "Mul"};
+    square.run = [this](const OpContext& c) {
+      ++calls["Square"];
+      const at::Tensor a = c.input(0) * c.input(0);
+      if (c.tail().size() < absorb) return std::vector<at::Tensor>{a};
+      EXPECT_TRUE(c.followerReads(0, 0, 0));  // Neg reads Square's value
+      EXPECT_FALSE(c.tail()[0].hasInput(0));
+      if (absorb == 2) {
+        EXPECT_TRUE(c.followerReads(1, 0, 0));  // Mul reads Square's value...
+        EXPECT_TRUE(c.followerReads(1, 1, 1));  // ...and Neg's
+        EXPECT_FALSE(c.followerReads(1, 0, 1));
+        EXPECT_FALSE(c.tail()[1].hasInput(0) || c.tail()[1].hasInput(1));
+      }
+      c.absorb(absorb);
+      return std::vector<at::Tensor>{absorb == 2 ? -(a * a) : -a};
+    };
+    registry.add(square);
+    for (const char* name : {"Neg", "Mul"}) {
+      OpInfo info;
+      info.op_type = name;
+      const bool neg = std::string(name) == "Neg";
+      info.run = [this, neg, name](const OpContext& c) {
+        ++calls[name];
+        return std::vector<at::Tensor>{neg ? -c.input(0) : c.input(0) * c.input(1)};
+      };
+      registry.add(info);
+    }
+  }
+};
+
+Graph regionGraph() {
+  Graph g;
+  g.model.opset_imports = {{"", 13}};
+  Value* x = g.addValue("x");
+  g.addInput(x);
+  Node* square = g.addNode("Square", {x}, {"a"}, "square");
+  Node* neg = g.addNode("Neg", {square->output(0)}, {"n"}, "neg");
+  g.addOutput(g.addNode("Mul", {square->output(0), neg->output(0)}, {"y"}, "mul")->output(0));
+  return g;
+}
+
+const at::Tensor kRegionInput = at::tensor({1.f, 2.f, -3.f});
+const at::Tensor kRegionResult = at::tensor({-1.f, -16.f, -81.f});  // -x^4
+
+TEST(ExecutorTailTest, AFollowerMayReadAValueComputedFurtherBack) {
+  RegionRegistry r;
+  Graph g = regionGraph();
+  Executor ex(g, {}, r.registry);
+  EXPECT_TRUE(at::equal(ex.run({{"x", kRegionInput}}).at("y"), kRegionResult));
+  EXPECT_EQ(r.calls["Square"], 1);
+  EXPECT_EQ(r.calls["Neg"] + r.calls["Mul"], 0);
+}
+
+// Square's value is read by the Mul too, so stopping after the Neg would leave the Mul without
+// it: the executor refuses such a count as a bug of the lowering.
+TEST(ExecutorTailTest, ALoweringMayNotStopWhereAComputedValueIsStillRead) {
+  RegionRegistry r;
+  r.absorb = 1;
+  Graph g = regionGraph();
+  Executor ex(g, {}, r.registry);
+  const std::string e = testing::errorOf([&] { ex.run({{"x", kRegionInput}}); });
+  EXPECT_NE(e.find("square"), std::string::npos) << e;
+  EXPECT_NE(e.find("also read elsewhere"), std::string::npos) << e;
+}
+
+TEST(ExecutorTailTest, ARegionIsOfferedOnlyWhileNoValueInsideIsSeen) {
+  {
+    RegionRegistry r;
+    Graph g = regionGraph();
+    Executor ex(g, {}, r.registry);
+    ex.addHook("n", [](const Value&, const at::Tensor& t) { return t; });
+    EXPECT_TRUE(at::equal(ex.run({{"x", kRegionInput}}).at("y"), kRegionResult));
+    EXPECT_EQ(r.calls["Neg"], 1);
+    EXPECT_EQ(r.calls["Mul"], 1);
+  }
+  {
+    // Another reader of Square's value outside the region: nothing is planned.
+    RegionRegistry r;
+    Graph g = regionGraph();
+    g.addOutput(g.addNode("Neg", {g.value("a")}, {"other"}, "other")->output(0));
+    Executor ex(g, {}, r.registry);
+    const TensorMap out = ex.run({{"x", kRegionInput}});
+    EXPECT_TRUE(at::equal(out.at("y"), kRegionResult));
+    EXPECT_TRUE(at::equal(out.at("other"), -kRegionInput * kRegionInput));
+    EXPECT_EQ(r.calls["Mul"], 1);
+  }
+}
+
 }  // namespace
 }  // namespace qforge

@@ -79,7 +79,7 @@ ConvEpilogue absorbTail(const OpContext& ctx, int64_t out_channels) {
   // Every follower the kernel computes reads the previous value as its data input, slot 0.
   const std::vector<OpContext>& tail = ctx.tail();
   auto next = [&]() -> const OpContext* {
-    return count < tail.size() && !tail[count].hasInput(0) ? &tail[count] : nullptr;
+    return count < tail.size() && ctx.followerReads(count, 0, count) ? &tail[count] : nullptr;
   };
   if (next() != nullptr && next()->node().opType() == "BatchNormalization") {
     epilogue.batch_norm = batchNormOf(*next(), out_channels);

@@ -40,10 +40,14 @@ std::optional<at::Tensor> geluOfTail(const OpContext& div, const at::Tensor& x,
   }
   const std::optional<at::Tensor> factor = otherOperand(tail[2]);
   const bool matches = isScalar(divisor, x, std::sqrt(2.0)) && tail[0].node().opType() == "Erf" &&
-                       !tail[0].hasInput(0) && tail[1].node().opType() == "Add" &&
+                       div.followerReads(0, 0, 0) && tail[1].node().opType() == "Add" &&
                        isScalar(otherOperand(tail[1]), x, 1.0) &&
                        tail[2].node().opType() == "Mul" && factor && factor->is_same(x) &&
                        tail[3].node().opType() == "Mul" && isScalar(otherOperand(tail[3]), x, 0.5);
+  // A chain: each follower reads the one before it (the undefined slot otherOperand skipped).
+  for (size_t k = 1; matches && k < 4; ++k) {
+    if (!div.followerReads(k, 0, k) && !div.followerReads(k, 1, k)) return std::nullopt;
+  }
   if (!matches) return std::nullopt;
   div.absorb(4);
   return at::gelu(x);
