@@ -7,6 +7,7 @@
 
 #include "exec/op_info.h"
 #include "exec/ops/common.h"
+#include "exec/ops/layernorm_pattern.h"
 #include "exec/ops/reduce_axes.h"
 
 namespace qforge {
@@ -47,6 +48,11 @@ at::Tensor reduce(Reduction kind, const at::Tensor& x, const std::vector<int64_t
 Lowering reduction(Reduction kind, bool axes_from_input) {
   return [kind, axes_from_input](const OpContext& ctx) -> std::vector<at::Tensor> {
     const at::Tensor& x = ctx.input(0);
+    // A ReduceMean that starts LayerNorm written out computes the whole of it
+    // (exec/ops/layernorm_pattern.h).
+    if (kind == Reduction::Mean && !ctx.tail().empty()) {
+      if (std::optional<at::Tensor> normalized = ops::layerNormOfTail(ctx, x)) return {*normalized};
+    }
     const bool keepdims = ctx.attrInt("keepdims", 1) != 0;
     const std::optional<std::vector<int64_t>> reduced = ops::reduceDims(ctx, axes_from_input);
     if (!reduced) return {x};
@@ -69,6 +75,9 @@ void addReduction(OpRegistry& registry, const std::string& name, Reduction kind,
   OpInfo input_form = op(name, last_attr_opset + 1, kLatestOpset, reduction(kind, true));
   // Max/Min pick one of the input values: nothing is computed.
   attr_form.moves_data_only = input_form.moves_data_only = moves_data_only;
+  if (kind == Reduction::Mean) {
+    attr_form.fusable_followers = input_form.fusable_followers = ops::layerNormFollowers();
+  }
   registry.add(std::move(attr_form));
   registry.add(std::move(input_form));
 }
