@@ -254,11 +254,12 @@ at::Tensor Executor::applyHooks(const Value& v, at::Tensor t) const {
 
 TensorMap Executor::run(const TensorMap& feeds, const std::vector<std::string>& outputs) {
   for (const auto& [name, tensor] : feeds) {
-    require(graph_.findValue(name) != nullptr,
-            "input '" + name +
-                "' is not a value of the model; its inputs are listed by "
-                "`qforge inspect`");
-    require(tensor.defined(), "input '" + name + "' is an empty (undefined) tensor");
+    // Checked before composing a message: this runs for every feed of every run.
+    if (graph_.findValue(name) == nullptr) {
+      throw Error("input '" + name +
+                  "' is not a value of the model; its inputs are listed by `qforge inspect`");
+    }
+    if (!tensor.defined()) throw Error("input '" + name + "' is an empty (undefined) tensor");
   }
   std::vector<const Value*> wanted;
   if (outputs.empty()) {
@@ -350,7 +351,9 @@ TensorMap Executor::runSteps(const TensorMap& feeds, const std::vector<const Val
     if (feeds.count(v->name())) continue;
     const Node* p = v->producer();
     if (p == nullptr) {
-      require(v->isInitializer(), "input '" + v->name() + "' was not given; the model needs it");
+      if (!v->isInitializer()) {
+        throw Error("input '" + v->name() + "' was not given; the model needs it");
+      }
       continue;
     }
     if (!needed.insert(p).second) continue;
@@ -420,7 +423,8 @@ TensorMap Executor::runSteps(const TensorMap& feeds, const std::vector<const Val
           tail.emplace_back(follower, t.opset, std::move(follower_inputs));
           computed.push_back(follower.outputs()[0]);
         }
-        ctx.setTail(std::move(tail));
+        ctx.setTail(std::move(tail),
+                    std::vector<bool>(s.tail.closed.begin(), s.tail.closed.begin() + offered));
       }
       try {
         results = s.half_via_float ? runHalfInFloat32(*s.info, ctx) : s.info->run(ctx);
@@ -440,9 +444,11 @@ TensorMap Executor::runSteps(const TensorMap& feeds, const std::vector<const Val
         }
       }
       absorbed_count = std::min(ctx.absorbed(), ctx.tail().size());
-      require(absorbed_count == 0 || s.tail.closed[absorbed_count - 1],
-              s.node->describe() + ": its lowering computed " + std::to_string(absorbed_count) +
-                  " following node(s), whose values are also read elsewhere (a qforge bug)");
+      if (absorbed_count > 0 && !s.tail.closed[absorbed_count - 1]) {
+        throw Error(s.node->describe() + ": its lowering computed " +
+                    std::to_string(absorbed_count) +
+                    " following node(s), whose values are also read elsewhere (a qforge bug)");
+      }
     }
     if (absorbed_count > 0) {
       // The lowering computed its followers too: its output is the last one's, and the
@@ -479,7 +485,7 @@ TensorMap Executor::runSteps(const TensorMap& feeds, const std::vector<const Val
   TensorMap result;
   for (const Value* v : wanted) {
     at::Tensor t = fetch(v);
-    require(t.defined(), "value '" + v->name() + "' was not computed");
+    if (!t.defined()) throw Error("value '" + v->name() + "' was not computed");
     result[v->name()] = t;
   }
   return result;

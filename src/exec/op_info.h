@@ -53,10 +53,19 @@ class OpContext {
   // True when input `slot` of follower `k` is output 0 of `source`: 0 for this node, j for
   // tail()[j - 1]. (k, slot, k) asks whether the follower reads the node right before it.
   bool followerReads(size_t k, size_t slot, size_t source) const;
-  void setTail(std::vector<OpContext> tail) { tail_ = std::move(tail); }
+  // closed[k]: the lowering may stop after tail()[k], no value computed before it being read
+  // outside the nodes up to it (planned by the executor; see absorb()).
+  void setTail(std::vector<OpContext> tail, std::vector<bool> closed) {
+    tail_ = std::move(tail);
+    tail_closed_ = std::move(closed);
+  }
+  // True when absorb(count) is allowed: count 0, or a point where the followers so far are closed.
+  bool mayStopAfter(size_t count) const {
+    return count == 0 ||
+           (count <= tail_.size() && count <= tail_closed_.size() && tail_closed_[count - 1]);
+  }
   // How many of tail() the lowering computed: its output 0 is then the last of those nodes'. The
-  // count must end where no value computed inside is read outside (every chain of single readers
-  // qualifies; a LayerNorm only as a whole); the executor checks it.
+  // count must be one mayStopAfter() allows (the executor checks it).
   size_t absorbed() const { return absorbed_; }
   void absorb(size_t count) const { absorbed_ = count; }
 
@@ -83,6 +92,7 @@ class OpContext {
   std::vector<bool> overwritable_;
   std::any* state_ = nullptr;
   std::vector<OpContext> tail_;
+  std::vector<bool> tail_closed_;
   mutable size_t absorbed_ = 0;
 };
 

@@ -65,11 +65,25 @@ std::optional<ConvActivation> activationOf(const OpContext& act) {
   return std::nullopt;
 }
 
+// SiLU written out on the value before tail()[k]: Sigmoid of it, then a Mul of it by the Sigmoid
+// (either order), which is all that reads the Sigmoid.
+bool siluAt(const OpContext& ctx, size_t k) {
+  const std::vector<OpContext>& tail = ctx.tail();
+  if (k + 1 >= tail.size() || tail[k].node().opType() != "Sigmoid" ||
+      tail[k + 1].node().opType() != "Mul" || !ctx.followerReads(k, 0, k)) {
+    return false;
+  }
+  return tail[k + 1].inputCount() == 2 &&
+         ((ctx.followerReads(k + 1, 0, k) && ctx.followerReads(k + 1, 1, k + 1)) ||
+          (ctx.followerReads(k + 1, 1, k) && ctx.followerReads(k + 1, 0, k + 1)));
+}
+
 }  // namespace
 
 const std::vector<std::string>& convFusableFollowers() {
   static const std::vector<std::string> kOps = {
-      "BatchNormalization", "Relu", "LeakyRelu", "Clip", "Sigmoid", "HardSigmoid", "HardSwish"};
+      "BatchNormalization", "Relu",      "LeakyRelu", "Clip", "Sigmoid",
+      "HardSigmoid",        "HardSwish", "Mul"};
   return kOps;
 }
 
@@ -85,9 +99,22 @@ ConvEpilogue absorbTail(const OpContext& ctx, int64_t out_channels) {
     epilogue.batch_norm = batchNormOf(*next(), out_channels);
     if (epilogue.batch_norm) ++count;
   }
-  if (next() != nullptr) {
+  const size_t before_activation = count;
+  if (siluAt(ctx, count)) {
+    epilogue.activation = ConvActivation{ConvActivation::Kind::Swish, 0.f, 0.f};
+    count += 2;
+  } else if (next() != nullptr) {
     epilogue.activation = activationOf(*next());
     if (epilogue.activation) ++count;
+  }
+  // Only where nothing computed inside is read by a node the kernel leaves out.
+  if (!ctx.mayStopAfter(count)) {
+    epilogue.activation.reset();
+    count = before_activation;
+  }
+  if (!ctx.mayStopAfter(count)) {
+    epilogue.batch_norm.reset();
+    count = 0;
   }
   ctx.absorb(count);
   return epilogue;

@@ -87,6 +87,9 @@ dnnl::post_ops postOpsOf(const std::optional<ConvActivation>& activation) {
     case ConvActivation::Kind::HardSwish:
       ops.append_eltwise(1.f, algorithm::eltwise_hardswish, 0.f, 0.f);
       break;
+    case ConvActivation::Kind::Swish:
+      ops.append_eltwise(1.f, algorithm::eltwise_swish, 1.f, 0.f);
+      break;
   }
   return ops;
 }

@@ -24,6 +24,7 @@ struct ConvActivation {
     Sigmoid,      // 1 / (1 + exp(-x))
     HardSigmoid,  // min(max(alpha * x + beta, 0), 1)
     HardSwish,    // x * HardSigmoid(x) with alpha 1/6, beta 1/2
+    Swish,        // x * Sigmoid(x): SiLU, written out as Sigmoid and a Mul by x
   };
   Kind kind = Kind::Relu;
   float alpha = 0;

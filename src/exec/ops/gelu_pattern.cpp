@@ -48,7 +48,7 @@ std::optional<at::Tensor> geluOfTail(const OpContext& div, const at::Tensor& x,
   for (size_t k = 1; matches && k < 4; ++k) {
     if (!div.followerReads(k, 0, k) && !div.followerReads(k, 1, k)) return std::nullopt;
   }
-  if (!matches) return std::nullopt;
+  if (!matches || !div.mayStopAfter(4)) return std::nullopt;
   div.absorb(4);
   return at::gelu(x);
 }

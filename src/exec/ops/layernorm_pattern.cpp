@@ -144,6 +144,12 @@ std::optional<at::Tensor> layerNormOfTail(const OpContext& reduce_mean, const at
     }
     if (beta.defined()) count = kAddBeta + 1;
   }
+  // Stop earlier where a value inside is also read elsewhere (a Div or Mul output read twice).
+  while (count > kDiv + 1 && !reduce_mean.mayStopAfter(count))
+    --count;
+  if (!reduce_mean.mayStopAfter(count)) return std::nullopt;
+  if (count <= kMulGamma) gamma = at::Tensor();
+  if (count <= kAddBeta) beta = at::Tensor();
   reduce_mean.absorb(count);
   return layerNormRows(x, *epsilon, gamma, beta);
 }

@@ -61,7 +61,7 @@ std::vector<at::Tensor> laneReduceMean(const OpContext& ctx) {
     // Without the followers: the built-in would compute a LayerNorm written out in one kernel,
     // whose rounding is not ONNX Runtime's.
     OpContext alone = ctx;
-    alone.setTail({});
+    alone.setTail({}, {});
     return builtin->run(alone);
   }
   const int64_t n = x.size(-1);

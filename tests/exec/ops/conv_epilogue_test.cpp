@@ -34,7 +34,9 @@ struct ConvChain {
   at::Tensor scale = at::randn({5}), bias = at::randn({5}), mean = at::randn({5}),
              var = at::rand({5}) + 0.5;
 
-  ConvChain(int64_t opset, bool with_bn, const Follower& act) {
+  // times_input: 0, or act's output multiplied by act's input in the Mul's slot 1 (1) or 0 (2),
+  // as SiLU is written out with a Sigmoid.
+  ConvChain(int64_t opset, bool with_bn, const Follower& act, int times_input = 0) {
     g.model.opset_imports = {{"", opset}};
     Value* in = g.addValue("x");
     g.addInput(in);
@@ -57,9 +59,15 @@ struct ConvChain {
               ? g.addInitializer("act_in" + std::to_string(i + 1), act.extra_inputs[i])
               : nullptr);
     }
-    Node* a = g.addNode(act.op_type, act_inputs, {"y"}, "act");
+    Node* a = g.addNode(act.op_type, act_inputs, {times_input ? "act_out" : "y"}, "act");
     for (const Attribute& attr : act.attributes)
       a->attributes.set(attr);
+    if (times_input != 0) {
+      a = g.addNode("Mul",
+                    times_input == 1 ? std::vector<Value*>{last, a->output(0)}
+                                     : std::vector<Value*>{a->output(0), last},
+                    {"y"}, "times_input");
+    }
     g.addOutput(a->output(0));
   }
 
@@ -131,6 +139,38 @@ TEST(ConvEpilogueTest, BatchNormAndActivationRunInsideTheConvKernel) {
       }
     }
   }
+}
+
+TEST(ConvEpilogueTest, SiluWrittenOutAsSigmoidAndMulRunsInsideTheConvKernel) {
+  for (int times_input : {1, 2}) {
+    for (bool with_bn : {false, true}) {
+      SCOPED_TRACE(std::string(times_input == 1 ? "Mul(v, Sigmoid(v))" : "Mul(Sigmoid(v), v)") +
+                   (with_bn ? " after BatchNormalization" : ""));
+      at::manual_seed(22);
+      ConvChain chain(13, with_bn, {"Sigmoid", {}, {}}, times_input);
+      Executor ex(chain.g, ExecutorOptions{false, /*profile=*/true});
+      const at::Tensor y = ex.run({{"x", chain.x}}).at("y");
+      const at::Tensor v = chain.beforeActivation(with_bn);
+      expectTensorNear(y, v * at::sigmoid(v), 1e-4, 1e-4);
+      const auto calls = callsByOp(ex);
+      EXPECT_EQ(calls.at("Sigmoid") + calls.at("Mul"), 0);
+    }
+  }
+  // The Sigmoid's value seen by a hook: the kernel stops before the Sigmoid, which cannot be
+  // computed alone there (the Mul still reads the Conv's output).
+  at::manual_seed(22);
+  ConvChain chain(13, false, {"Sigmoid", {}, {}}, 1);
+  Executor ex(chain.g, ExecutorOptions{false, true});
+  int64_t seen = 0;
+  ex.addHook("act_out", [&](const Value&, const at::Tensor& t) {
+    seen += t.numel();
+    return t;
+  });
+  const at::Tensor v = chain.beforeActivation(false);
+  expectTensorNear(ex.run({{"x", chain.x}}).at("y"), v * at::sigmoid(v), 1e-4, 1e-4);
+  EXPECT_EQ(seen, v.numel());
+  EXPECT_EQ(callsByOp(ex).at("Sigmoid"), 1);
+  EXPECT_EQ(callsByOp(ex).at("Mul"), 1);
 }
 
 TEST(ConvEpilogueTest, FollowersOutsideTheKernelRunThemselves) {

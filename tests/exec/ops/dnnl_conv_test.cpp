@@ -83,6 +83,7 @@ const std::vector<ActivationCase>& activations() {
       {"HardSwish",
        {Kind::HardSwish, 0.f, 0.f},
        [](const at::Tensor& y) { return at::hardswish(y); }},
+      {"SiLU", {Kind::Swish, 0.f, 0.f}, [](const at::Tensor& y) { return y * at::sigmoid(y); }},
   };
   return kCases;
 }
