@@ -21,4 +21,11 @@ inline void require(bool condition, const std::string& message) {
   if (!condition) throw Error(message);
 }
 
+// The same for checks on every run of a kernel: `message` is a callable returning the message,
+// so nothing is composed unless the check fails (a per-channel check built 2 strings a channel).
+template <typename MakeMessage>
+inline void requireLazily(bool condition, MakeMessage&& message) {
+  if (!condition) throw Error(message());
+}
+
 }  // namespace qforge

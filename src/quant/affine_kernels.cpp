@@ -202,10 +202,12 @@ double lpErrorRun(const float* x, int64_t n, ChannelConsts<float> k, double p) {
 }
 
 void checkFloating(const at::Tensor& t, const char* what) {
-  require(t.scalar_type() == at::kFloat || t.scalar_type() == at::kDouble,
-          std::string("fake quantize: ") + what + " must be float32 or float64, got " +
-              std::string(c10::toString(t.scalar_type())));
-  require(t.is_contiguous(), std::string("fake quantize: ") + what + " must be contiguous");
+  requireLazily(t.scalar_type() == at::kFloat || t.scalar_type() == at::kDouble, [&] {
+    return std::string("fake quantize: ") + what + " must be float32 or float64, got " +
+           std::string(c10::toString(t.scalar_type()));
+  });
+  requireLazily(t.is_contiguous(),
+                [&] { return std::string("fake quantize: ") + what + " must be contiguous"; });
 }
 
 }  // namespace
@@ -228,34 +230,42 @@ AffineGrid makeAffineGrid(const at::Tensor& x, const QScheme& scheme, std::vecto
   grid.rounding = scheme.rounding;
   grid.division = scheme.division;
   const int64_t count = static_cast<int64_t>(scales.size());
-  require(count > 0 && zero_points.size() == scales.size(),
-          who + ": got " + std::to_string(scales.size()) + " scales and " +
-              std::to_string(zero_points.size()) + " zero points");
+  requireLazily(count > 0 && zero_points.size() == scales.size(), [&] {
+    return who + ": got " + std::to_string(scales.size()) + " scales and " +
+           std::to_string(zero_points.size()) + " zero points";
+  });
   if (scheme.perChannel()) {
-    require(scheme.axis < x.dim(), who + ": per-channel axis " + std::to_string(scheme.axis) +
-                                       " is out of range for a tensor of rank " +
-                                       std::to_string(x.dim()));
+    requireLazily(scheme.axis < x.dim(), [&] {
+      return who + ": per-channel axis " + std::to_string(scheme.axis) +
+             " is out of range for a tensor of rank " + std::to_string(x.dim());
+    });
     grid.channels = x.size(scheme.axis);
     grid.inner = 1;
     for (int64_t d = scheme.axis + 1; d < x.dim(); ++d)
       grid.inner *= x.size(d);
-    require(count == grid.channels, who + ": " + std::to_string(count) + " scales for " +
-                                        std::to_string(grid.channels) + " channels on axis " +
-                                        std::to_string(scheme.axis));
+    requireLazily(count == grid.channels, [&] {
+      return who + ": " + std::to_string(count) + " scales for " + std::to_string(grid.channels) +
+             " channels on axis " + std::to_string(scheme.axis);
+    });
   } else {
-    require(count == 1, who + ": per-tensor scheme needs one scale, got " + std::to_string(count));
+    requireLazily(count == 1, [&] {
+      return who + ": per-tensor scheme needs one scale, got " + std::to_string(count);
+    });
     grid.inner = std::max<int64_t>(x.numel(), 1);
   }
   for (int64_t c = 0; c < count; ++c) {
-    require(std::isfinite(scales[c]) && scales[c] > 0.0,
-            who + ": scale " + std::to_string(scales[c]) + " of channel " + std::to_string(c) +
-                " is not a positive finite number");
-    require(zero_points[c] >= static_cast<double>(grid.qmin) &&
-                zero_points[c] <= static_cast<double>(grid.qmax) &&
-                zero_points[c] == std::nearbyint(zero_points[c]),
-            who + ": zero point " + std::to_string(zero_points[c]) + " of channel " +
-                std::to_string(c) + " is not an integer inside [" + std::to_string(grid.qmin) +
-                ", " + std::to_string(grid.qmax) + "]");
+    requireLazily(std::isfinite(scales[c]) && scales[c] > 0.0, [&] {
+      return who + ": scale " + std::to_string(scales[c]) + " of channel " + std::to_string(c) +
+             " is not a positive finite number";
+    });
+    requireLazily(zero_points[c] >= static_cast<double>(grid.qmin) &&
+                      zero_points[c] <= static_cast<double>(grid.qmax) &&
+                      zero_points[c] == std::nearbyint(zero_points[c]),
+                  [&] {
+                    return who + ": zero point " + std::to_string(zero_points[c]) + " of channel " +
+                           std::to_string(c) + " is not an integer inside [" +
+                           std::to_string(grid.qmin) + ", " + std::to_string(grid.qmax) + "]";
+                  });
   }
   grid.scales = std::move(scales);
   grid.zero_points = std::move(zero_points);

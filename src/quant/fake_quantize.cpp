@@ -21,15 +21,17 @@ using torch::autograd::variable_list;
 
 AffineGrid gridFor(const at::Tensor& x, const QParams& params, const QScheme& scheme,
                    const char* who) {
-  require(params.defined(), std::string(who) + ": quantization parameters are not set");
+  requireLazily(params.defined(),
+                [&] { return std::string(who) + ": quantization parameters are not set"; });
   return makeAffineGrid(x, scheme, toDoubles(params.scale), toDoubles(params.zero_point), who);
 }
 
 void checkFloatingInput(const at::Tensor& x, const char* who) {
-  require(x.defined(), std::string(who) + ": input tensor is undefined");
-  require(x.scalar_type() == at::kFloat || x.scalar_type() == at::kDouble,
-          std::string(who) + ": input must be float32 or float64, got " +
-              std::string(c10::toString(x.scalar_type())));
+  requireLazily(x.defined(), [&] { return std::string(who) + ": input tensor is undefined"; });
+  requireLazily(x.scalar_type() == at::kFloat || x.scalar_type() == at::kDouble, [&] {
+    return std::string(who) + ": input must be float32 or float64, got " +
+           std::string(c10::toString(x.scalar_type()));
+  });
 }
 
 at::Tensor floatingContiguous(const at::Tensor& x, const char* who) {
