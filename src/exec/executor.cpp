@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <chrono>
 #include <map>
-#include <unordered_set>
 
 #include "core/error.h"
 #include "core/resource_limits.h"
@@ -109,15 +108,47 @@ Executor::Executor(const Graph& graph, ExecutorOptions options, const OpRegistry
                        : " (the op is not supported yet)"));
     }
     if (hasSubgraphs(*node)) checkBodies(*node, graph.model, options, registry);
-    steps_.push_back(Step{node, info, opset, false, {}, {}});
+    steps_.push_back(Step{node, info, opset, false, {}, {}, {}, {}});
   }
   std::unordered_map<const Node*, size_t> index;
   for (size_t i = 0; i < steps_.size(); ++i)
     index[steps_[i].node] = i;
-  for (size_t i = 0; i < steps_.size(); ++i)
-    steps_[i].tail = planTail(i, index);
+  for (const Value* v : graph.inputs())
+    indexOf(v);
+  for (size_t i = 0; i < steps_.size(); ++i) {
+    Step& s = steps_[i];
+    s.tail = planTail(i, index);
+    for (const Value* in : s.node->inputs())
+      s.inputs.push_back(in == nullptr ? -1 : static_cast<int64_t>(indexOf(in)));
+    for (const Value* out : s.node->outputs()) {
+      s.outputs.push_back(static_cast<int64_t>(indexOf(out)));
+      producer_step_[s.outputs.back()] = static_cast<int64_t>(i);
+    }
+  }
+  for (const Value* v : graph.outputs())
+    indexOf(v);
   resetProfile();
 }
+
+size_t Executor::indexOf(const Value* v) {
+  const auto [it, added] = value_index_.emplace(v, values_.size());
+  if (added) {
+    values_.push_back(v);
+    producer_step_.push_back(-1);
+  }
+  return it->second;
+}
+
+// One run's view of the values, by index: fed tensors, remaining reads, the values kept for the
+// caller, and the live tensors.
+struct Executor::RunState {
+  std::vector<const at::Tensor*> fed;
+  std::vector<char> needed;  // per step
+  std::vector<size_t> reads;
+  std::vector<char> keep;
+  std::vector<at::Tensor> env;
+  std::vector<char> present;
+};
 
 namespace {
 
@@ -197,21 +228,18 @@ Executor::Tail Executor::planTail(size_t head,
 // How much of the planned tail is offered: none while gradients are recorded, else the followers
 // up to the first value between them that something can see (a hook: an observer or a quantizer;
 // a requested or a fed value).
-size_t Executor::offeredTail(const Step& s, const std::unordered_set<const Node*>& needed,
-                             const std::unordered_set<const Value*>& keep,
-                             const TensorMap& feeds) const {
+size_t Executor::offeredTail(const Step& s, const RunState& run) const {
   if (options_.enable_grad) return 0;
   size_t count = 0;
-  const Node* previous = s.node;
+  const Step* previous = &s;
   for (size_t t : s.tail.steps) {
     // Checked in turn, the step's value and each earlier follower's all stay unseen.
-    const Value* between = previous->outputs()[0];
-    if (!needed.count(steps_[t].node) || hooked(*between) || keep.count(between) ||
-        feeds.count(between->name())) {
+    const int64_t between = previous->outputs[0];
+    if (!run.needed[t] || hooked(*values_[between]) || run.keep[between] || run.fed[between]) {
       break;
     }
     ++count;
-    previous = steps_[t].node;
+    previous = &steps_[t];
   }
   return count;
 }
@@ -293,19 +321,16 @@ bool soleOwner(const at::Tensor& t) {
 
 }  // namespace
 
-std::vector<bool> Executor::overwritableInputs(
-    const Node& node, const OpContext& ctx, const std::unordered_map<const Value*, size_t>& reads,
-    const std::unordered_set<const Value*>& keep, const TensorMap& feeds) const {
-  std::vector<bool> flags(node.inputs().size(), false);
-  for (size_t i = 0; i < node.inputs().size(); ++i) {
-    const Value* in = node.inputs()[i];
-    if (in == nullptr || in->producer() == nullptr || keep.count(in) || feeds.count(in->name())) {
-      continue;
-    }
+std::vector<bool> Executor::overwritableInputs(const Step& s, const OpContext& ctx,
+                                               const RunState& run) const {
+  std::vector<bool> flags(s.inputs.size(), false);
+  for (size_t i = 0; i < s.inputs.size(); ++i) {
+    const int64_t in = s.inputs[i];
+    if (in < 0 || producer_step_[in] < 0 || run.keep[in] || run.fed[in]) continue;
     // This node must be the last reader, reading it once: otherwise a later slot or node would
     // see the overwritten data.
-    const auto uses_here = std::count(node.inputs().begin(), node.inputs().end(), in);
-    if (uses_here != 1 || reads.at(in) != 1) continue;
+    const auto uses_here = std::count(s.inputs.begin(), s.inputs.end(), in);
+    if (uses_here != 1 || run.reads[in] != 1) continue;
     flags[i] = soleOwner(ctx.inputs()[i]);
   }
   return flags;
@@ -342,86 +367,105 @@ TensorMap Executor::runSteps(const TensorMap& feeds, const std::vector<const Val
   // A Reshape, Expand or ConstantOfShape may ask for any size at run time: refused before it
   // is allocated (core/resource_limits.h), naming the node below.
   TensorAllocationLimit allocation_limit;
-  // Which nodes are needed: walk back from the wanted values, stopping at fed values.
-  std::unordered_set<const Node*> needed;
-  std::vector<const Value*> work(wanted.begin(), wanted.end());
+  std::vector<size_t> wanted_index;
+  for (const Value* v : wanted)
+    wanted_index.push_back(indexOf(v));
+  const size_t value_count = values_.size();
+  RunState run;
+  run.fed.assign(value_count, nullptr);
+  for (const auto& [name, tensor] : feeds) {
+    // A fed value that no step reads and nobody asked for plays no part.
+    const auto it = value_index_.find(graph_.findValue(name));
+    if (it != value_index_.end()) run.fed[it->second] = &tensor;
+  }
+  // Which steps are needed: walk back from the wanted values, stopping at fed values.
+  run.needed.assign(steps_.size(), 0);
+  std::vector<size_t> work = wanted_index;
   while (!work.empty()) {
-    const Value* v = work.back();
+    const size_t v = work.back();
     work.pop_back();
-    if (feeds.count(v->name())) continue;
-    const Node* p = v->producer();
-    if (p == nullptr) {
-      if (!v->isInitializer()) {
-        throw Error("input '" + v->name() + "' was not given; the model needs it");
+    if (run.fed[v]) continue;
+    const int64_t p = producer_step_[v];
+    if (p < 0) {
+      if (!values_[v]->isInitializer()) {
+        throw Error("input '" + values_[v]->name() + "' was not given; the model needs it");
       }
       continue;
     }
-    if (!needed.insert(p).second) continue;
-    for (const Value* in : p->inputs()) {
-      if (in != nullptr) work.push_back(in);
+    if (run.needed[p]) continue;
+    run.needed[p] = 1;
+    for (int64_t in : steps_[p].inputs) {
+      if (in >= 0) work.push_back(static_cast<size_t>(in));
     }
   }
 
   // Remaining reads per value, so intermediates are freed as soon as nothing needs them.
-  std::unordered_map<const Value*, size_t> reads;
-  for (const Step& s : steps_) {
-    if (!needed.count(s.node)) continue;
-    for (const Value* in : s.node->inputs()) {
-      if (in != nullptr) ++reads[in];
+  run.reads.assign(value_count, 0);
+  for (size_t step = 0; step < steps_.size(); ++step) {
+    if (!run.needed[step]) continue;
+    for (int64_t in : steps_[step].inputs) {
+      if (in >= 0) ++run.reads[in];
     }
   }
-  std::unordered_set<const Value*> keep(wanted.begin(), wanted.end());
+  run.keep.assign(value_count, 0);
+  for (size_t v : wanted_index)
+    run.keep[v] = 1;
 
-  std::unordered_map<const Value*, at::Tensor> env;
-  auto fetch = [&](const Value* v) -> at::Tensor {
-    auto it = env.find(v);
-    if (it != env.end()) return it->second;
-    auto fed = feeds.find(v->name());
-    at::Tensor t = fed != feeds.end() ? fed->second : v->initializer();
-    t = applyHooks(*v, t);
-    env[v] = t;
+  run.env.resize(value_count);
+  run.present.assign(value_count, 0);
+  auto store = [&](size_t v, at::Tensor t) {
+    run.env[v] = std::move(t);
+    run.present[v] = 1;
+  };
+  auto fetch = [&](size_t v) -> at::Tensor {
+    if (run.present[v]) return run.env[v];
+    at::Tensor t = run.fed[v] ? *run.fed[v] : values_[v]->initializer();
+    t = applyHooks(*values_[v], t);
+    store(v, t);
     return t;
   };
 
   // A node has run: its inputs' remaining reads drop, and those nothing needs any more are freed.
-  auto release = [&](const Node& node) {
-    for (const Value* in : node.inputs()) {
-      if (in != nullptr && --reads[in] == 0 && !keep.count(in)) env.erase(in);
+  auto release = [&](const Step& done) {
+    for (int64_t in : done.inputs) {
+      if (in >= 0 && --run.reads[in] == 0 && !run.keep[in]) {
+        run.env[in] = at::Tensor();
+        run.present[in] = 0;
+      }
     }
   };
   // Steps whose work an earlier step's lowering did in its own kernel (Step::tail).
   std::vector<bool> absorbed(steps_.size(), false);
   for (size_t step = 0; step < steps_.size(); ++step) {
     const Step& s = steps_[step];
-    if (!needed.count(s.node) || absorbed[step]) continue;
+    if (!run.needed[step] || absorbed[step]) continue;
     const auto start = options_.profile ? std::chrono::steady_clock::now()
                                         : std::chrono::steady_clock::time_point();
     std::vector<at::Tensor> inputs;
-    inputs.reserve(s.node->inputs().size());
-    for (const Value* in : s.node->inputs())
-      inputs.push_back(in ? fetch(in) : at::Tensor());
+    inputs.reserve(s.inputs.size());
+    for (int64_t in : s.inputs)
+      inputs.push_back(in >= 0 ? fetch(in) : at::Tensor());
     std::vector<at::Tensor> results;
     size_t absorbed_count = 0;
     {
       OpContext ctx(*s.node, s.opset, std::move(inputs));
       ctx.setNodeState(&s.state);
       if (!options_.enable_grad) {
-        ctx.setOverwritable(overwritableInputs(*s.node, ctx, reads, keep, feeds));
+        ctx.setOverwritable(overwritableInputs(s, ctx, run));
       }
-      if (const size_t offered = offeredTail(s, needed, keep, feeds); offered > 0) {
+      if (const size_t offered = offeredTail(s, run); offered > 0) {
         std::vector<OpContext> tail;
-        std::vector<const Value*> computed = {s.node->outputs()[0]};
+        std::vector<int64_t> computed = {s.outputs[0]};
         for (size_t k = 0; k < offered; ++k) {
           const Step& t = steps_[s.tail.steps[k]];
-          const Node& follower = *t.node;
           std::vector<at::Tensor> follower_inputs;
-          for (const Value* in : follower.inputs()) {
+          for (int64_t in : t.inputs) {
             // Values computed inside the lowering's kernel do not exist on their own: undefined.
             const bool inside = std::find(computed.begin(), computed.end(), in) != computed.end();
-            follower_inputs.push_back(in && !inside ? fetch(in) : at::Tensor());
+            follower_inputs.push_back(in >= 0 && !inside ? fetch(in) : at::Tensor());
           }
-          tail.emplace_back(follower, t.opset, std::move(follower_inputs));
-          computed.push_back(follower.outputs()[0]);
+          tail.emplace_back(*t.node, t.opset, std::move(follower_inputs));
+          computed.push_back(t.outputs[0]);
         }
         ctx.setTail(std::move(tail),
                     std::vector<bool>(s.tail.closed.begin(), s.tail.closed.begin() + offered));
@@ -453,11 +497,11 @@ TensorMap Executor::runSteps(const TensorMap& feeds, const std::vector<const Val
     if (absorbed_count > 0) {
       // The lowering computed its followers too: its output is the last one's, and the
       // followers' reads are done.
-      const Node& last = *steps_[s.tail.steps[absorbed_count - 1]].node;
-      env[last.outputs()[0]] = applyHooks(*last.outputs()[0], results.at(0));
+      const int64_t last = steps_[s.tail.steps[absorbed_count - 1]].outputs[0];
+      store(last, applyHooks(*values_[last], results.at(0)));
       for (size_t k = 0; k < absorbed_count; ++k) {
         absorbed[s.tail.steps[k]] = true;
-        release(*steps_[s.tail.steps[k]].node);
+        release(steps_[s.tail.steps[k]]);
       }
     }
     const auto& outs = s.node->outputs();
@@ -471,9 +515,9 @@ TensorMap Executor::runSteps(const TensorMap& feeds, const std::vector<const Val
     }
     for (size_t i = 0; absorbed_count == 0 && i < outs.size() && i < results.size(); ++i) {
       if (!results[i].defined()) continue;
-      env[outs[i]] = applyHooks(*outs[i], results[i]);
+      store(s.outputs[i], applyHooks(*outs[i], results[i]));
     }
-    release(*s.node);
+    release(s);
     if (options_.profile) {
       timings_[step].total_ms +=
           std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
@@ -483,8 +527,9 @@ TensorMap Executor::runSteps(const TensorMap& feeds, const std::vector<const Val
   }
 
   TensorMap result;
-  for (const Value* v : wanted) {
-    at::Tensor t = fetch(v);
+  for (size_t k = 0; k < wanted.size(); ++k) {
+    const Value* v = wanted[k];
+    at::Tensor t = fetch(wanted_index[k]);
     if (!t.defined()) throw Error("value '" + v->name() + "' was not computed");
     result[v->name()] = t;
   }

@@ -87,7 +87,13 @@ class Executor {
     mutable bool half_via_float = false;
     mutable std::any state;  // OpContext::nodeState
     Tail tail;
+    // The node's inputs and outputs as indices into values_ (-1: an omitted optional input).
+    std::vector<int64_t> inputs;
+    std::vector<int64_t> outputs;
   };
+  // What one run tracks per value, in vectors indexed like values_: a run at batch 1 spent more
+  // time building hash maps of these than in most kernels.
+  struct RunState;
   struct HookEntry {
     int64_t id;
     std::string value;
@@ -98,17 +104,20 @@ class Executor {
   at::Tensor applyHooks(const Value& v, at::Tensor t) const;
   bool hooked(const Value& v) const;
   Tail planTail(size_t head, const std::unordered_map<const Node*, size_t>& index) const;
-  size_t offeredTail(const Step& s, const std::unordered_set<const Node*>& needed,
-                     const std::unordered_set<const Value*>& keep, const TensorMap& feeds) const;
-  std::vector<bool> overwritableInputs(const Node& node, const OpContext& ctx,
-                                       const std::unordered_map<const Value*, size_t>& reads,
-                                       const std::unordered_set<const Value*>& keep,
-                                       const TensorMap& feeds) const;
+  size_t offeredTail(const Step& s, const RunState& run) const;
+  std::vector<bool> overwritableInputs(const Step& s, const OpContext& ctx,
+                                       const RunState& run) const;
+  // The index of `v` in values_, adding it when no node reads or writes it (a requested graph
+  // input).
+  size_t indexOf(const Value* v);
 
   const Graph& graph_;
   ExecutorOptions options_;
-  std::vector<Step> steps_;          // topological order
-  std::vector<NodeTiming> timings_;  // parallel to steps_ when profiling
+  std::vector<Step> steps_;           // topological order
+  std::vector<const Value*> values_;  // every value a step, input or output refers to
+  std::unordered_map<const Value*, size_t> value_index_;
+  std::vector<int64_t> producer_step_;  // per value: the step computing it, or -1
+  std::vector<NodeTiming> timings_;     // parallel to steps_ when profiling
   std::vector<HookEntry> hooks_;
   int64_t next_hook_id_ = 1;
 };
