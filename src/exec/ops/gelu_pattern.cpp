@@ -4,18 +4,11 @@
 
 #include <cmath>
 
+#include "exec/ops/tail_operands.h"
+
 namespace qforge::ops {
 
 namespace {
-
-// The input of `node` other than the chain's (left undefined by the executor), if it is the only
-// other one.
-std::optional<at::Tensor> otherOperand(const OpContext& node) {
-  if (node.inputCount() != 2) return std::nullopt;
-  if (!node.hasInput(0) && node.hasInput(1)) return node.input(1);
-  if (!node.hasInput(1) && node.hasInput(0)) return node.input(0);
-  return std::nullopt;
-}
 
 // A one-element constant of x's type whose value is `expected` to float precision.
 bool isScalar(const std::optional<at::Tensor>& t, const at::Tensor& x, double expected) {
@@ -38,16 +31,13 @@ std::optional<at::Tensor> geluOfTail(const OpContext& div, const at::Tensor& x,
   if (tail.size() < 4 || !at::isFloatingType(x.scalar_type()) || x.scalar_type() == at::kHalf) {
     return std::nullopt;
   }
-  const std::optional<at::Tensor> factor = otherOperand(tail[2]);
+  const std::optional<at::Tensor> factor = operandBesidePrevious(div, 2);
   const bool matches = isScalar(divisor, x, std::sqrt(2.0)) && tail[0].node().opType() == "Erf" &&
                        div.followerReads(0, 0, 0) && tail[1].node().opType() == "Add" &&
-                       isScalar(otherOperand(tail[1]), x, 1.0) &&
+                       isScalar(operandBesidePrevious(div, 1), x, 1.0) &&
                        tail[2].node().opType() == "Mul" && factor && factor->is_same(x) &&
-                       tail[3].node().opType() == "Mul" && isScalar(otherOperand(tail[3]), x, 0.5);
-  // A chain: each follower reads the one before it (the undefined slot otherOperand skipped).
-  for (size_t k = 1; matches && k < 4; ++k) {
-    if (!div.followerReads(k, 0, k) && !div.followerReads(k, 1, k)) return std::nullopt;
-  }
+                       tail[3].node().opType() == "Mul" &&
+                       isScalar(operandBesidePrevious(div, 3), x, 0.5);
   if (!matches || !div.mayStopAfter(4)) return std::nullopt;
   div.absorb(4);
   return at::gelu(x);

@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "exec/ops/common.h"
+#include "exec/ops/tail_operands.h"
 
 namespace qforge::ops {
 
@@ -43,15 +44,6 @@ bool reducesLastAxisKept(const OpContext& node, int64_t rank) {
 
 bool isOp(const OpContext& head, size_t k, const char* op_type) {
   return head.tail()[k].node().opType() == op_type && head.tail()[k].node().domain().empty();
-}
-
-// Follower k's input beside the one that reads the node before it, when it has exactly two.
-std::optional<at::Tensor> operandBeside(const OpContext& head, size_t k) {
-  const OpContext& node = head.tail()[k];
-  if (node.inputCount() != 2) return std::nullopt;
-  if (head.followerReads(k, 0, k) && node.hasInput(1)) return node.input(1);
-  if (head.followerReads(k, 1, k) && node.hasInput(0)) return node.input(0);
-  return std::nullopt;
 }
 
 // A one-element float32 tensor's value.
@@ -117,8 +109,9 @@ std::optional<at::Tensor> layerNormOfTail(const OpContext& reduce_mean, const at
     return std::nullopt;
   }
   const int64_t rank = x.dim();
-  const std::optional<at::Tensor> exponent = operandBeside(reduce_mean, kPow);
-  const std::optional<float> epsilon = floatScalar(operandBeside(reduce_mean, kAddEpsilon), rank);
+  const std::optional<at::Tensor> exponent = operandBesidePrevious(reduce_mean, kPow);
+  const std::optional<float> epsilon =
+      floatScalar(operandBesidePrevious(reduce_mean, kAddEpsilon), rank);
   const bool normalizes =
       isOp(reduce_mean, kSub, "Sub") && reduce_mean.followerReads(kSub, 1, 0) &&
       tail[kSub].node().inputs()[0] == reduce_mean.node().inputs()[0] &&
@@ -135,12 +128,12 @@ std::optional<at::Tensor> layerNormOfTail(const OpContext& reduce_mean, const at
   at::Tensor beta;
   size_t count = kDiv + 1;
   if (tail.size() > kMulGamma && isOp(reduce_mean, kMulGamma, "Mul")) {
-    gamma = perFeature(operandBeside(reduce_mean, kMulGamma), features, rank);
+    gamma = perFeature(operandBesidePrevious(reduce_mean, kMulGamma), features, rank);
   }
   if (gamma.defined()) {
     count = kMulGamma + 1;
     if (tail.size() > kAddBeta && isOp(reduce_mean, kAddBeta, "Add")) {
-      beta = perFeature(operandBeside(reduce_mean, kAddBeta), features, rank);
+      beta = perFeature(operandBesidePrevious(reduce_mean, kAddBeta), features, rank);
     }
     if (beta.defined()) count = kAddBeta + 1;
   }
