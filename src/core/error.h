@@ -20,6 +20,11 @@ class Error : public std::runtime_error {
 inline void require(bool condition, const std::string& message) {
   if (!condition) throw Error(message);
 }
+// A literal message stays a pointer until the check fails: through the overload above, every
+// call on a hot path (a kernel's argument checks, per node and run) built a std::string first.
+inline void require(bool condition, const char* message) {
+  if (!condition) throw Error(message);
+}
 
 // The same for checks on every run of a kernel: `message` is a callable returning the message,
 // so nothing is composed unless the check fails (a per-channel check built 2 strings a channel).
