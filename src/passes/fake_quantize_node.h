@@ -28,7 +28,9 @@ std::string uniqueNodeName(const Graph& graph, const std::string& base);
 Node* addFakeQuantizeNode(Graph& graph, Value* v, const std::string& quantizer,
                           const std::vector<Use>& uses);
 
-// The built-in op table plus a FakeQuantize lowering that calls `lookup(quantizer name)`.
+// The built-in op table plus a FakeQuantize lowering that calls `lookup(quantizer name)` the
+// first time each node runs in an executor and keeps the answer: a name must name the same
+// quantizer for as long as an executor built from this table lives.
 using QuantizerLookup = std::function<quant::FakeQuantizer*(const std::string&)>;
 OpRegistry registryWithFakeQuantize(QuantizerLookup lookup);
 

@@ -38,7 +38,8 @@ void Observer::observe(const at::Tensor& x) {
     ++(holding_ ? held_.batches : batches_);  // the same values again: nothing to learn
     return;
   }
-  at::Tensor data = x.detach();
+  // Only read here: a detached alias (a new TensorImpl) matters only to a tensor autograd tracks.
+  at::Tensor data = x.requires_grad() ? x.detach() : x;
   if (data.scalar_type() != at::kFloat) data = data.to(at::kFloat);
   // Per-tensor statistics do not depend on where a value sits: a channels-last activation is
   // read in memory order rather than copied.
@@ -62,6 +63,20 @@ void Observer::observe(const at::Tensor& x) {
          " NaN/Inf values out of " + std::to_string(data.numel()) +
          "; quantization ranges need finite data");
   }
+  if (!holding_ && !scheme_.perChannel() && foldRange(stats.min, stats.max)) {
+    ++batches_;
+    ++folded_;
+  } else {
+    holdOrFold(data, stats, channels);
+  }
+  if (repeatIsNoOp()) {
+    last_seen_ =
+        c10::weak_intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>(x.getIntrusivePtr());
+    last_version_ = x._version();
+  }
+}
+
+void Observer::holdOrFold(const at::Tensor& data, const MinMax& stats, int64_t channels) {
   HeldObservations one;
   one.batches = 1;
   one.channels = channels;
@@ -72,11 +87,6 @@ void Observer::observe(const at::Tensor& x) {
     held_.summaries.push_back(std::move(one.summaries.front()));
   } else {
     fold(one);
-  }
-  if (repeatIsNoOp()) {
-    last_seen_ =
-        c10::weak_intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>(x.getIntrusivePtr());
-    last_version_ = x._version();
   }
 }
 

@@ -82,6 +82,10 @@ class Observer {
   // Such an observer skips the tensor it has just seen when it comes back unchanged: a weight,
   // which calibration feeds it on every batch, is then read once.
   virtual bool repeatIsNoOp() const { return false; }
+  // Per-tensor observers whose batch summary is the batch's range alone fold [lo, hi] here and
+  // return true: the summary's two tensors and the state's update through ATen cost more than
+  // scanning a batch-1 activation. False (the default) sends the batch through summarizeBatch.
+  virtual bool foldRange(double /*lo*/, double /*hi*/) { return false; }
   virtual void resetState() = 0;
 
   // Widens the running range [min, max] to include [lo, hi]; an undefined range takes [lo, hi].
@@ -99,6 +103,9 @@ class Observer {
   bool hasFolded() const { return folded_ > 0; }
 
  private:
+  // One batch's summary, kept while holding and folded into the state otherwise.
+  void holdOrFold(const at::Tensor& data, const MinMax& stats, int64_t channels);
+
   std::string kind_;
   std::string tensor_name_;
   QScheme scheme_;

@@ -74,8 +74,13 @@ MinMax finiteMinMax(const at::Tensor& x) {
   if (n == 0) return {};
   const float* data = x.data_ptr<float>();
   const int64_t grain = 65536;
-  std::vector<Partial> partials(chunkCount(n, grain));
   const bool avx2 = avx2Enabled();
+  // One chunk (a batch-1 activation) is scanned where it is, without a vector of partials.
+  Partial single;
+  std::vector<Partial> many;
+  const int64_t chunks = chunkCount(n, grain);
+  if (chunks > 1) many.resize(static_cast<size_t>(chunks));
+  Partial* partials = chunks > 1 ? many.data() : &single;
   forEachChunk(n, grain, [&](int64_t chunk, int64_t b, int64_t e) {
     partials[chunk] = avx2 ? scanAvx2(data + b, e - b) : scan(data + b, e - b);
   });
@@ -83,7 +88,8 @@ MinMax finiteMinMax(const at::Tensor& x) {
   result.min = std::numeric_limits<float>::infinity();
   result.max = -std::numeric_limits<float>::infinity();
   float poison = 0.0f;
-  for (const Partial& p : partials) {
+  for (int64_t c = 0; c < chunks; ++c) {
+    const Partial& p = partials[c];
     result.min = std::min(result.min, p.min);
     result.max = std::max(result.max, p.max);
     poison += p.poison;

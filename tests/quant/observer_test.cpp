@@ -173,6 +173,58 @@ TEST(EmaMinMaxObserverTest, MovingAverageOfBatchRanges) {
   EXPECT_THROW(EmaMinMaxObserver("x", uint8(), 1.0), Error);
 }
 
+// Per-tensor min/max observers keep their range as two doubles and fold each batch's range
+// directly; data-parallel calibration holds summaries and folds them later. Both must give the
+// double-precision recurrence rounded once to float32, bit for bit.
+TEST(EmaMinMaxObserverTest, DirectAndHeldBatchesGiveTheDoubleRecurrenceExactly) {
+  const std::vector<std::pair<float, float>> batches = {
+      {-1.1f, 0.7f}, {-3.3f, 2.9f}, {-0.2f, 5.3f}, {-2.7f, 0.1f}};
+  const double ratio = 0.83;
+  double lo = batches[0].first, hi = batches[0].second;
+  for (size_t b = 1; b < batches.size(); ++b) {
+    lo = lo * ratio + static_cast<double>(batches[b].first) * (1.0 - ratio);
+    hi = hi * ratio + static_cast<double>(batches[b].second) * (1.0 - ratio);
+  }
+  EmaMinMaxObserver direct("x", uint8(), ratio), held("x", uint8(), ratio);
+  held.holdObservations(true);
+  for (const auto& [bmin, bmax] : batches) {
+    // A tensor autograd tracks is read as it is, without building anything on it.
+    const at::Tensor x = at::tensor({bmax, 0.0f, bmin}).requires_grad_(true);
+    direct.observe(x);
+    held.observe(x);
+    EXPECT_FALSE(x.grad_fn());
+  }
+  EXPECT_FALSE(held.hasData());  // held summaries are not folded yet
+  held.fold(held.takeHeld());
+  for (const EmaMinMaxObserver* obs : {&direct, &held}) {
+    auto [rlo, rhi] = obs->range();
+    EXPECT_EQ(rlo.scalar_type(), at::kFloat);
+    EXPECT_EQ(rlo.item<float>(), static_cast<float>(lo));
+    EXPECT_EQ(rhi.item<float>(), static_cast<float>(hi));
+    EXPECT_EQ(obs->batches(), 4);
+  }
+}
+
+TEST(MinMaxObserverTest, DirectAndHeldBatchesGiveTheSameRange) {
+  MinMaxObserver direct("x", uint8()), held("x", uint8());
+  held.holdObservations(true);
+  for (const at::Tensor& x :
+       {at::tensor({-1.5f, 2.25f}), at::tensor({-0.5f, 7.75f}), at::tensor({-4.125f, 1.0f})}) {
+    direct.observe(x);
+    held.observe(x);
+  }
+  held.fold(held.takeHeld());
+  for (const MinMaxObserver* obs : {&direct, &held}) {
+    auto [lo, hi] = obs->range();
+    EXPECT_EQ(lo.item<float>(), -4.125f);
+    EXPECT_EQ(hi.item<float>(), 7.75f);
+  }
+  direct.reset();
+  EXPECT_FALSE(direct.hasData());
+  direct.observe(at::tensor({3.0f, 4.0f}));
+  EXPECT_EQ(direct.range().first.item<float>(), 3.0f);  // reset forgot the old range
+}
+
 // {-1, +1} x 1000 each plus one outlier at 100: mean and unbiased std from the textbook formula.
 TEST(ClipStdObserverTest, ClipsOutliersAtMeanPlusKStd) {
   std::vector<float> values;

@@ -1,5 +1,7 @@
 #include "quant/observers/minmax.h"
 
+#include <algorithm>
+
 namespace qforge {
 namespace quant {
 
@@ -18,16 +20,29 @@ BatchSummary MinMaxObserver::summarizeBatch(const at::Tensor& x, const MinMax& s
 }
 
 void MinMaxObserver::foldBatch(const BatchSummary& summary) {
-  widenRange(min_, max_, summary.at(0), summary.at(1));
+  if (scheme().perChannel()) {
+    widenRange(min_, max_, summary.at(0), summary.at(1));
+  } else {
+    foldRange(summary.at(0).item<double>(), summary.at(1).item<double>());
+  }
+}
+
+bool MinMaxObserver::foldRange(double lo, double hi) {
+  range_.lo = range_.seen ? std::min(range_.lo, lo) : lo;
+  range_.hi = range_.seen ? std::max(range_.hi, hi) : hi;
+  range_.seen = true;
+  return true;
 }
 
 std::pair<at::Tensor, at::Tensor> MinMaxObserver::computeRange() const {
-  return {min_, max_};
+  if (scheme().perChannel()) return {min_, max_};
+  return scalarRange(range_.lo, range_.hi);
 }
 
 void MinMaxObserver::resetState() {
   min_ = at::Tensor();
   max_ = at::Tensor();
+  range_ = ScalarRange();
 }
 
 EmaMinMaxObserver::EmaMinMaxObserver(std::string tensor_name, QScheme scheme, double ratio)
@@ -42,16 +57,29 @@ BatchSummary EmaMinMaxObserver::summarizeBatch(const at::Tensor& x, const MinMax
 }
 
 void EmaMinMaxObserver::foldBatch(const BatchSummary& summary) {
-  averageRange(min_, max_, summary.at(0), summary.at(1), ratio_);
+  if (scheme().perChannel()) {
+    averageRange(min_, max_, summary.at(0), summary.at(1), ratio_);
+  } else {
+    foldRange(summary.at(0).item<double>(), summary.at(1).item<double>());
+  }
+}
+
+bool EmaMinMaxObserver::foldRange(double lo, double hi) {
+  range_.lo = range_.seen ? range_.lo * ratio_ + lo * (1.0 - ratio_) : lo;
+  range_.hi = range_.seen ? range_.hi * ratio_ + hi * (1.0 - ratio_) : hi;
+  range_.seen = true;
+  return true;
 }
 
 std::pair<at::Tensor, at::Tensor> EmaMinMaxObserver::computeRange() const {
-  return {min_.to(at::kFloat), max_.to(at::kFloat)};
+  if (scheme().perChannel()) return {min_.to(at::kFloat), max_.to(at::kFloat)};
+  return scalarRange(range_.lo, range_.hi);  // rounded to float32, as min_.to(kFloat) would
 }
 
 void EmaMinMaxObserver::resetState() {
   min_ = at::Tensor();
   max_ = at::Tensor();
+  range_ = ScalarRange();
 }
 
 }  // namespace quant

@@ -7,6 +7,12 @@
 namespace qforge {
 namespace quant {
 
+// A per-tensor running range, in double precision.
+struct ScalarRange {
+  bool seen = false;
+  double lo = 0.0, hi = 0.0;
+};
+
 class MinMaxObserver : public Observer {
  public:
   MinMaxObserver(std::string tensor_name, QScheme scheme);
@@ -17,9 +23,11 @@ class MinMaxObserver : public Observer {
   std::pair<at::Tensor, at::Tensor> computeRange() const override;
   void resetState() override;
   bool repeatIsNoOp() const override { return true; }
+  bool foldRange(double lo, double hi) override;
 
  private:
-  at::Tensor min_, max_;
+  at::Tensor min_, max_;  // per-channel ranges; per-tensor ones are kept as scalars in range_
+  ScalarRange range_;
 };
 
 class EmaMinMaxObserver : public Observer {
@@ -32,10 +40,12 @@ class EmaMinMaxObserver : public Observer {
   void foldBatch(const BatchSummary& summary) override;
   std::pair<at::Tensor, at::Tensor> computeRange() const override;
   void resetState() override;
+  bool foldRange(double lo, double hi) override;
 
  private:
   double ratio_;
-  at::Tensor min_, max_;  // double precision: many small EMA steps
+  at::Tensor min_, max_;  // per-channel, in double precision: many small EMA steps
+  ScalarRange range_;     // per-tensor
 };
 
 // Per-tensor ([1]) or per-channel ([C]) min and max of one batch.
