@@ -9,6 +9,7 @@
 // times the KL (entropy) observer on the raw float32 batches in FILE (observe every batch, then
 // compute qparams) and prints the best time and the chosen threshold, for
 // bench/histogram_observer_vs_pytorch.py.
+// It also times finiteMinMax, the scan every observer starts with, against ATen's aminmax.
 #include <ATen/Parallel.h>
 #include <benchmark/benchmark.h>
 
@@ -24,6 +25,7 @@
 #include "core/threads.h"
 #include "quant/fake_quantize.h"
 #include "quant/observers/kl.h"
+#include "quant/tensor_stats.h"
 
 namespace {
 
@@ -111,6 +113,29 @@ void BM_AtenFakeQuant(benchmark::State& state) {
   state.SetBytesProcessed(state.iterations() * state.range(0) * 4);
 }
 
+// What every observer reads first: min, max and finiteness in one pass, against ATen's aminmax
+// (min and max only) on the same data. 12,544 floats: a batch-1 activation (16 x 28 x 28).
+void BM_FiniteMinMax(benchmark::State& state) {
+  const at::Tensor x = input(state.range(0));
+  for (auto _ : state)
+    benchmark::DoNotOptimize(qforge::quant::finiteMinMax(x));
+  state.SetBytesProcessed(state.iterations() * state.range(0) * 4);
+}
+
+void BM_AtenAminmax(benchmark::State& state) {
+  const at::Tensor x = input(state.range(0));
+  for (auto _ : state) {
+    auto [lo, hi] = at::aminmax(x);
+    benchmark::DoNotOptimize(lo.data_ptr());
+    benchmark::DoNotOptimize(hi.data_ptr());
+  }
+  state.SetBytesProcessed(state.iterations() * state.range(0) * 4);
+}
+
+#define QFORGE_SCAN_SIZES ->Arg(12544)->Arg(1000000)->Unit(benchmark::kMicrosecond)->UseRealTime()
+BENCHMARK(BM_FiniteMinMax) QFORGE_SCAN_SIZES;
+BENCHMARK(BM_AtenAminmax) QFORGE_SCAN_SIZES;
+
 #define QFORGE_SIZES ->Arg(1000000)->Arg(10000000)->Unit(benchmark::kMillisecond)->UseRealTime()
 BENCHMARK(BM_Copy) QFORGE_SIZES;
 BENCHMARK(BM_Memcpy) QFORGE_SIZES;
@@ -147,6 +172,13 @@ class RatioReporter : public benchmark::ConsoleReporter {
         if (it == times_.end()) continue;
         std::printf("  %-24s n=%-9s %.2f\n", variant + 3, size, baseline / it->second);
       }
+    }
+    std::printf("\nfiniteMinMax speed against ATen's aminmax on the same data (>1: faster):\n");
+    for (const char* size : {"12544", "1000000"}) {
+      auto ours = times_.find(std::string("BM_FiniteMinMax/") + size + "/real_time");
+      auto aten = times_.find(std::string("BM_AtenAminmax/") + size + "/real_time");
+      if (ours == times_.end() || aten == times_.end()) continue;
+      std::printf("  n=%-9s %.2f\n", size, aten->second / ours->second);
     }
   }
 

@@ -33,6 +33,25 @@ __attribute__((always_inline)) inline Partial scanLanes(const float* x, int64_t 
   Lanes mx = -mn;
   Lanes poison = {};
   int64_t i = 0;
+  // Four independent accumulators of each: one chain waits a min's latency per step, and a
+  // batch-1 activation sits in cache, where that latency and not memory is the limit.
+  if (n >= 4 * kLanes) {
+    Lanes mn4[4] = {mn, mn, mn, mn}, mx4[4] = {mx, mx, mx, mx}, poison4[4] = {};
+    for (; i + 4 * kLanes <= n; i += 4 * kLanes) {
+      for (int a = 0; a < 4; ++a) {
+        Lanes v;
+        std::memcpy(&v, x + i + a * kLanes, sizeof(v));
+        mn4[a] = v < mn4[a] ? v : mn4[a];
+        mx4[a] = v > mx4[a] ? v : mx4[a];
+        poison4[a] += v * 0.0f;
+      }
+    }
+    for (int a = 0; a < 4; ++a) {
+      mn = mn4[a] < mn ? mn4[a] : mn;
+      mx = mx4[a] > mx ? mx4[a] : mx;
+      poison += poison4[a];
+    }
+  }
   for (; i + kLanes <= n; i += kLanes) {
     Lanes v;
     std::memcpy(&v, x + i, sizeof(v));

@@ -16,7 +16,8 @@ namespace {
 TEST(TensorStatsTest, FiniteMinMaxEqualsAtenInBothBuilds) {
   for (bool avx2 : {true, false}) {
     const bool previous = setAvx2Allowed(avx2);
-    for (int64_t n : {1, 7, 8, 9, 15, 65537, 200003}) {
+    // 31-33 and 1000: the four-accumulator loop with every kind of remainder after it.
+    for (int64_t n : {1, 7, 8, 9, 15, 31, 32, 33, 47, 1000, 65537, 200003}) {
       SCOPED_TRACE("n " + std::to_string(n) + (avx2 ? " avx2" : " baseline"));
       at::manual_seed(n);
       const at::Tensor x = at::randn({n}) * 3 + 1;
