@@ -21,6 +21,10 @@ struct ShapeKernel {
   memory::desc src, dst, bias;  // bias: zero descriptor when the convolution has none
   dnnl::convolution_forward primitive;
   memory weights;
+  // The execute arguments, built once: each run points src and dst at its tensors
+  // (set_data_handle) instead of creating memory objects and a map, a tenth of a batch-1 conv.
+  memory src_mem, dst_mem;
+  std::unordered_map<int, memory> args;
 };
 
 struct ConvState {
@@ -138,8 +142,24 @@ ShapeKernel buildKernel(const at::Tensor& x, const at::Tensor& weight, const at:
   memory plain(plain_weights, cpuEngine(), weight.data_ptr());
   memory packed(pd.weights_desc(), cpuEngine());
   dnnl::reorder(plain, packed).execute(cpuStream(), plain, packed);
-  return ShapeKernel{std::move(geometry),           activation, src, dst, bias_desc,
-                     dnnl::convolution_forward(pd), packed};
+  ShapeKernel kernel;
+  kernel.geometry = std::move(geometry);
+  kernel.activation = activation;
+  kernel.src = src;
+  kernel.dst = dst;
+  kernel.bias = bias_desc;
+  kernel.primitive = dnnl::convolution_forward(pd);
+  kernel.weights = packed;
+  // Null handles until a run sets them; the bias stays the state's until its sources change,
+  // and then every kernel is rebuilt.
+  kernel.src_mem = memory(src, cpuEngine(), nullptr);
+  kernel.dst_mem = memory(dst, cpuEngine(), nullptr);
+  kernel.args = {{DNNL_ARG_SRC, kernel.src_mem},
+                 {DNNL_ARG_WEIGHTS, kernel.weights},
+                 {DNNL_ARG_DST, kernel.dst_mem}};
+  if (bias.defined())
+    kernel.args.emplace(DNNL_ARG_BIAS, memory(bias_desc, cpuEngine(), bias.data_ptr()));
+  return kernel;
 }
 
 }  // namespace
@@ -186,15 +206,13 @@ at::Tensor dnnlConv2d(std::any* state, const at::Tensor& x, const at::Tensor& w,
   const at::Tensor src = x.contiguous(at::MemoryFormat::ChannelsLast);
   at::Tensor out =
       at::empty(kernel->dst.dims(), x.options().memory_format(at::MemoryFormat::ChannelsLast));
-  memory src_mem(kernel->src, cpuEngine(), src.data_ptr());
-  memory dst_mem(kernel->dst, cpuEngine(), out.data_ptr());
-  std::unordered_map<int, memory> args = {
-      {DNNL_ARG_SRC, src_mem}, {DNNL_ARG_WEIGHTS, kernel->weights}, {DNNL_ARG_DST, dst_mem}};
-  if (cs->bias.defined()) {
-    args.emplace(DNNL_ARG_BIAS, memory(kernel->bias, cpuEngine(), cs->bias.data_ptr()));
-  }
-  kernel->primitive.execute(cpuStream(), args);
+  kernel->src_mem.set_data_handle(src.data_ptr());
+  kernel->dst_mem.set_data_handle(out.data_ptr());
+  kernel->primitive.execute(cpuStream(), kernel->args);
   cpuStream().wait();
+  // The kernel outlives this run's tensors: no dangling handles left behind.
+  kernel->src_mem.set_data_handle(nullptr);
+  kernel->dst_mem.set_data_handle(nullptr);
   return out;
 }
 

@@ -24,6 +24,9 @@ struct MatMulKernel {
   dnnl::matmul primitive;
   std::optional<memory> packed;        // the weight reordered into `weights`, when packed
   std::optional<Stamp> packed_source;  // ... and the tensor it was reordered from
+  // The execute arguments, built once; each run sets their data handles (as the conv kernel).
+  memory src_mem, weights_mem, dst_mem;
+  std::unordered_map<int, memory> args;
 };
 
 struct MatMulState {
@@ -77,8 +80,12 @@ MatMulKernel buildKernel(const at::Tensor& a, const at::Tensor& b, bool packed,
     dst_strides[d - 1] = dst_strides[d] * dst_sizes[d];
   const memory::desc dst(dnnlDims(dst_sizes), memory::data_type::f32, dnnlDims(dst_strides));
   const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(src, weights, dst), cpuEngine());
-  MatMulKernel kernel{std::move(key),   src,          pd.weights_desc(), dst,
-                      dnnl::matmul(pd), std::nullopt, std::nullopt};
+  MatMulKernel kernel;
+  kernel.key = std::move(key);
+  kernel.src = src;
+  kernel.weights = pd.weights_desc();
+  kernel.dst = dst;
+  kernel.primitive = dnnl::matmul(pd);
   if (packed) {
     memory plain(plain_weights, cpuEngine(), b.data_ptr());
     memory reordered(pd.weights_desc(), cpuEngine());
@@ -86,6 +93,12 @@ MatMulKernel buildKernel(const at::Tensor& a, const at::Tensor& b, bool packed,
     kernel.packed = reordered;
     kernel.packed_source.emplace(b);
   }
+  kernel.src_mem = memory(src, cpuEngine(), nullptr);
+  kernel.dst_mem = memory(dst, cpuEngine(), nullptr);
+  kernel.weights_mem = packed ? *kernel.packed : memory(kernel.weights, cpuEngine(), nullptr);
+  kernel.args = {{DNNL_ARG_SRC, kernel.src_mem},
+                 {DNNL_ARG_WEIGHTS, kernel.weights_mem},
+                 {DNNL_ARG_DST, kernel.dst_mem}};
   return kernel;
 }
 
@@ -136,14 +149,15 @@ at::Tensor dnnlMatMul(std::any* state, const at::Tensor& a_in, const at::Tensor&
 
   at::Tensor out =
       at::empty(kernel->dst.dims(), a.options().memory_format(at::MemoryFormat::Contiguous));
-  memory src_mem(kernel->src, cpuEngine(), a.data_ptr());
-  memory dst_mem(kernel->dst, cpuEngine(), out.data_ptr());
-  memory weights_mem =
-      kernel->packed ? *kernel->packed : memory(kernel->weights, cpuEngine(), b.data_ptr());
-  kernel->primitive.execute(
-      cpuStream(),
-      {{DNNL_ARG_SRC, src_mem}, {DNNL_ARG_WEIGHTS, weights_mem}, {DNNL_ARG_DST, dst_mem}});
+  kernel->src_mem.set_data_handle(a.data_ptr());
+  kernel->dst_mem.set_data_handle(out.data_ptr());
+  if (!kernel->packed) kernel->weights_mem.set_data_handle(b.data_ptr());
+  kernel->primitive.execute(cpuStream(), kernel->args);
   cpuStream().wait();
+  // The kernel outlives this run's tensors: no dangling handles left behind.
+  kernel->src_mem.set_data_handle(nullptr);
+  kernel->dst_mem.set_data_handle(nullptr);
+  if (!kernel->packed) kernel->weights_mem.set_data_handle(nullptr);
   if (!rows_product) return out;
   std::vector<int64_t> result_sizes = a_in.sizes().vec();
   result_sizes.back() = b.size(-1);
