@@ -28,4 +28,15 @@ dnnl::memory::dims dnnlDims(at::IntArrayRef sizes) {
   return dnnl::memory::dims(sizes.begin(), sizes.end());
 }
 
+void executeWithHandles(const dnnl::primitive& primitive,
+                        const std::unordered_map<int, dnnl::memory>& args,
+                        std::initializer_list<RunHandle> handles) {
+  for (const RunHandle& h : handles)
+    if (h.memory != nullptr) h.memory->set_data_handle(h.data);
+  primitive.execute(cpuStream(), args);
+  cpuStream().wait();
+  for (const RunHandle& h : handles)
+    if (h.memory != nullptr) h.memory->set_data_handle(nullptr);
+}
+
 }  // namespace qforge::ops

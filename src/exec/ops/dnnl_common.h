@@ -6,6 +6,8 @@
 
 #include <any>
 #include <dnnl.hpp>
+#include <initializer_list>
+#include <unordered_map>
 #include <vector>
 
 namespace qforge::ops {
@@ -31,6 +33,20 @@ class Stamp {
 };
 
 dnnl::memory::dims dnnlDims(at::IntArrayRef sizes);
+
+// A memory object a kernel keeps among its execute arguments, and this run's tensor for it
+// (`memory` null: nothing to point, e.g. a packed weight the kernel owns).
+struct RunHandle {
+  dnnl::memory* memory;
+  void* data;
+};
+
+// Runs `primitive` on the calling thread's stream with the arguments its kernel built once:
+// the handles are pointed at this run's tensors first and cleared after, so a kernel that
+// outlives the run keeps no dangling pointer.
+void executeWithHandles(const dnnl::primitive& primitive,
+                        const std::unordered_map<int, dnnl::memory>& args,
+                        std::initializer_list<RunHandle> handles);
 
 // The kernel state a node keeps between runs (OpContext::nodeState), made on first use; `scratch`
 // when the node keeps none.

@@ -22,7 +22,7 @@ struct ShapeKernel {
   dnnl::convolution_forward primitive;
   memory weights;
   // The execute arguments, built once: each run points src and dst at its tensors
-  // (set_data_handle) instead of creating memory objects and a map, a tenth of a batch-1 conv.
+  // (executeWithHandles) instead of creating memory objects and a map, a tenth of a batch-1 conv.
   memory src_mem, dst_mem;
   std::unordered_map<int, memory> args;
 };
@@ -206,13 +206,8 @@ at::Tensor dnnlConv2d(std::any* state, const at::Tensor& x, const at::Tensor& w,
   const at::Tensor src = x.contiguous(at::MemoryFormat::ChannelsLast);
   at::Tensor out =
       at::empty(kernel->dst.dims(), x.options().memory_format(at::MemoryFormat::ChannelsLast));
-  kernel->src_mem.set_data_handle(src.data_ptr());
-  kernel->dst_mem.set_data_handle(out.data_ptr());
-  kernel->primitive.execute(cpuStream(), kernel->args);
-  cpuStream().wait();
-  // The kernel outlives this run's tensors: no dangling handles left behind.
-  kernel->src_mem.set_data_handle(nullptr);
-  kernel->dst_mem.set_data_handle(nullptr);
+  executeWithHandles(kernel->primitive, kernel->args,
+                     {{&kernel->src_mem, src.data_ptr()}, {&kernel->dst_mem, out.data_ptr()}});
   return out;
 }
 

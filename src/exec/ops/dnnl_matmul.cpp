@@ -149,15 +149,10 @@ at::Tensor dnnlMatMul(std::any* state, const at::Tensor& a_in, const at::Tensor&
 
   at::Tensor out =
       at::empty(kernel->dst.dims(), a.options().memory_format(at::MemoryFormat::Contiguous));
-  kernel->src_mem.set_data_handle(a.data_ptr());
-  kernel->dst_mem.set_data_handle(out.data_ptr());
-  if (!kernel->packed) kernel->weights_mem.set_data_handle(b.data_ptr());
-  kernel->primitive.execute(cpuStream(), kernel->args);
-  cpuStream().wait();
-  // The kernel outlives this run's tensors: no dangling handles left behind.
-  kernel->src_mem.set_data_handle(nullptr);
-  kernel->dst_mem.set_data_handle(nullptr);
-  if (!kernel->packed) kernel->weights_mem.set_data_handle(nullptr);
+  executeWithHandles(kernel->primitive, kernel->args,
+                     {{&kernel->src_mem, a.data_ptr()},
+                      {&kernel->dst_mem, out.data_ptr()},
+                      {kernel->packed ? nullptr : &kernel->weights_mem, b.data_ptr()}});
   if (!rows_product) return out;
   std::vector<int64_t> result_sizes = a_in.sizes().vec();
   result_sizes.back() = b.size(-1);

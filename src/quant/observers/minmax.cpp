@@ -28,9 +28,8 @@ void MinMaxObserver::foldBatch(const BatchSummary& summary) {
 }
 
 bool MinMaxObserver::foldRange(double lo, double hi) {
-  range_.lo = range_.seen ? std::min(range_.lo, lo) : lo;
-  range_.hi = range_.seen ? std::max(range_.hi, hi) : hi;
-  range_.seen = true;
+  range_.lo = hasFolded() ? std::min(range_.lo, lo) : lo;
+  range_.hi = hasFolded() ? std::max(range_.hi, hi) : hi;
   return true;
 }
 
@@ -65,9 +64,8 @@ void EmaMinMaxObserver::foldBatch(const BatchSummary& summary) {
 }
 
 bool EmaMinMaxObserver::foldRange(double lo, double hi) {
-  range_.lo = range_.seen ? range_.lo * ratio_ + lo * (1.0 - ratio_) : lo;
-  range_.hi = range_.seen ? range_.hi * ratio_ + hi * (1.0 - ratio_) : hi;
-  range_.seen = true;
+  range_.lo = hasFolded() ? range_.lo * ratio_ + lo * (1.0 - ratio_) : lo;
+  range_.hi = hasFolded() ? range_.hi * ratio_ + hi * (1.0 - ratio_) : hi;
   return true;
 }
 

@@ -7,9 +7,8 @@
 namespace qforge {
 namespace quant {
 
-// A per-tensor running range, in double precision.
+// A per-tensor running range, in double precision (meaningful once hasFolded()).
 struct ScalarRange {
-  bool seen = false;
   double lo = 0.0, hi = 0.0;
 };
 
