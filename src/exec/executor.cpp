@@ -108,7 +108,7 @@ Executor::Executor(const Graph& graph, ExecutorOptions options, const OpRegistry
                        : " (the op is not supported yet)"));
     }
     if (hasSubgraphs(*node)) checkBodies(*node, graph.model, options, registry);
-    steps_.push_back(Step{node, info, opset, false, {}, {}, {}, {}});
+    steps_.push_back(Step{node, info, opset, false, {}, {}, {}, {}, StepMemo()});
   }
   std::unordered_map<const Node*, size_t> index;
   for (size_t i = 0; i < steps_.size(); ++i)
@@ -127,7 +127,25 @@ Executor::Executor(const Graph& graph, ExecutorOptions options, const OpRegistry
   }
   for (const Value* v : graph.outputs())
     indexOf(v);
+  planMemos();
   resetProfile();
+}
+
+// Which steps remember their last result (exec/step_memo.h), in execution order: a value is
+// stable when it is an initializer or a remembered step's output.
+void Executor::planMemos() {
+  std::vector<bool> stable(values_.size(), false);
+  for (size_t v = 0; v < values_.size(); ++v)
+    stable[v] = producer_step_[v] < 0 && values_[v]->isInitializer();
+  for (Step& s : steps_) {
+    if (!s.tail.steps.empty()) continue;  // a lowering that computes its followers
+    std::vector<bool> stable_inputs;
+    for (int64_t in : s.inputs)
+      stable_inputs.push_back(in < 0 || stable[in]);
+    s.memo = StepMemo(StepMemo::keyFor(*s.node, stable_inputs));
+    for (int64_t out : s.outputs)
+      stable[out] = s.memo.enabled();
+  }
 }
 
 size_t Executor::indexOf(const Value* v) {
@@ -447,10 +465,14 @@ TensorMap Executor::runSteps(const TensorMap& feeds, const std::vector<const Val
       inputs.push_back(in >= 0 ? fetch(in) : at::Tensor());
     std::vector<at::Tensor> results;
     size_t absorbed_count = 0;
-    {
+    const std::vector<at::Tensor>* remembered = s.memo.enabled() ? s.memo.lookup(inputs) : nullptr;
+    if (remembered != nullptr) {
+      results = *remembered;
+    } else {
       OpContext ctx(*s.node, s.opset, std::move(inputs));
       ctx.setNodeState(&s.state);
-      if (!options_.enable_grad) {
+      // A remembered step's inputs stay as they were: the memo compares them next run.
+      if (!options_.enable_grad && !s.memo.enabled()) {
         ctx.setOverwritable(overwritableInputs(s, ctx, run));
       }
       if (const size_t offered = offeredTail(s, run); offered > 0) {
@@ -493,6 +515,7 @@ TensorMap Executor::runSteps(const TensorMap& feeds, const std::vector<const Val
                     std::to_string(absorbed_count) +
                     " following node(s), whose values are also read elsewhere (a qforge bug)");
       }
+      if (s.memo.enabled()) s.memo.remember(ctx.inputs(), results);
     }
     if (absorbed_count > 0) {
       // The lowering computed its followers too: its output is the last one's, and the

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "exec/op_info.h"
+#include "exec/step_memo.h"
 #include "ir/graph.h"
 
 namespace qforge {
@@ -90,6 +91,8 @@ class Executor {
     // The node's inputs and outputs as indices into values_ (-1: an omitted optional input).
     std::vector<int64_t> inputs;
     std::vector<int64_t> outputs;
+    // The last result of a shape computation, and what it was computed from.
+    mutable StepMemo memo;
   };
   // What one run tracks per value, in vectors indexed like values_: a run at batch 1 spent more
   // time building hash maps of these than in most kernels.
@@ -104,6 +107,7 @@ class Executor {
   at::Tensor applyHooks(const Value& v, at::Tensor t) const;
   bool hooked(const Value& v) const;
   Tail planTail(size_t head, const std::unordered_map<const Node*, size_t>& index) const;
+  void planMemos();
   size_t offeredTail(const Step& s, const RunState& run) const;
   std::vector<bool> overwritableInputs(const Step& s, const OpContext& ctx,
                                        const RunState& run) const;
