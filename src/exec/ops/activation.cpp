@@ -1,6 +1,7 @@
 // Activation lowerings: Relu family, Clip, sigmoid-like ops and (Log)Softmax.
 #include <ATen/ATen.h>
 #include <ATen/ExpandUtils.h>
+#include <ATen/Parallel.h>
 
 #include <functional>
 #include <limits>
@@ -18,6 +19,9 @@ namespace {
 using ops::floatInput;
 using ops::kLatestOpset;
 using ops::op;
+
+// Elements per parallel task: below this, waking a second thread costs more than it saves.
+constexpr int64_t kElementwiseGrain = 1 << 14;
 
 std::vector<at::Tensor> prelu(const OpContext& ctx) {
   const at::Tensor& x = ctx.input(0);
@@ -116,6 +120,25 @@ void addActivation(OpRegistry& registry, const std::string& name, int64_t since,
   registry.add(activation(name, since, float_only, std::move(fn)));
 }
 
+// ONNX's max(0, min(1, alpha * x + beta)) in one pass over a dense float tensor, in memory order
+// (a convolution's channels-last output stays so): ATen's three ops (mul, add, clamp) read and
+// wrote the tensor three times. The product and the sum are rounded separately, as ATen's and ONNX
+// Runtime's kernels round them.
+at::Tensor hardSigmoidFloat(const at::Tensor& x, float alpha, float beta) {
+  at::Tensor y = at::empty_like(x);  // the same strides: element i of memory maps to element i
+  const float* in = x.data_ptr<float>();
+  float* out = y.data_ptr<float>();
+  at::parallel_for(0, x.numel(), kElementwiseGrain, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      const float scaled = in[i] * alpha;
+      const float v = scaled + beta;
+      // NaN stays NaN: both comparisons are false.
+      out[i] = v < 0.f ? 0.f : (v > 1.f ? 1.f : v);
+    }
+  });
+  return y;
+}
+
 // An activation whose output is >= 0 whatever its input.
 OpInfo nonNegative(OpInfo info) {
   return ops::withSign(std::move(info), OutputSign::NonNegative);
@@ -148,6 +171,9 @@ void registerActivationOps(OpRegistry& registry) {
                 [](const OpContext&, const at::Tensor& x) { return at::tanh(x); });
   addActivation(registry, "HardSigmoid", 1, true, [](const OpContext& ctx, const at::Tensor& x) {
     const double alpha = ctx.attrFloat("alpha", 0.2), beta = ctx.attrFloat("beta", 0.5);
+    if (x.scalar_type() == at::kFloat && !x.requires_grad() && x.is_non_overlapping_and_dense()) {
+      return hardSigmoidFloat(x, static_cast<float>(alpha), static_cast<float>(beta));
+    }
     return at::clamp(x * alpha + beta, 0.0, 1.0);
   });
   // x * HardSigmoid(x) with alpha = 1/6, beta = 1/2, which is exactly at::hardswish.

@@ -65,17 +65,27 @@ std::optional<ConvActivation> activationOf(const OpContext& act) {
   return std::nullopt;
 }
 
-// SiLU written out on the value before tail()[k]: Sigmoid of it, then a Mul of it by the Sigmoid
-// (either order), which is all that reads the Sigmoid.
-bool siluAt(const OpContext& ctx, size_t k) {
+// A gate written out on the value v before tail()[k]: gate(v), then a Mul of v by it (either
+// order), which is all that reads the gate. SiLU is v * Sigmoid(v); HardSwish is
+// v * HardSigmoid(v) with alpha = 1/6 and beta = 1/2 (how torch.onnx writes it below opset 14).
+std::optional<ConvActivation> gatedActivationAt(const OpContext& ctx, size_t k) {
+  using Kind = ConvActivation::Kind;
   const std::vector<OpContext>& tail = ctx.tail();
-  if (k + 1 >= tail.size() || tail[k].node().opType() != "Sigmoid" ||
-      tail[k + 1].node().opType() != "Mul" || !ctx.followerReads(k, 0, k)) {
-    return false;
+  if (k + 1 >= tail.size() || tail[k + 1].node().opType() != "Mul" || !ctx.followerReads(k, 0, k) ||
+      tail[k + 1].inputCount() != 2 ||
+      !((ctx.followerReads(k + 1, 0, k) && ctx.followerReads(k + 1, 1, k + 1)) ||
+        (ctx.followerReads(k + 1, 1, k) && ctx.followerReads(k + 1, 0, k + 1)))) {
+    return std::nullopt;
   }
-  return tail[k + 1].inputCount() == 2 &&
-         ((ctx.followerReads(k + 1, 0, k) && ctx.followerReads(k + 1, 1, k + 1)) ||
-          (ctx.followerReads(k + 1, 1, k) && ctx.followerReads(k + 1, 0, k + 1)));
+  const OpContext& gate = tail[k];
+  if (gate.node().opType() == "Sigmoid") return ConvActivation{Kind::Swish, 0.f, 0.f};
+  // oneDNN's hardswish has these two constants built in.
+  if (gate.node().opType() == "HardSigmoid" &&
+      static_cast<float>(gate.attrFloat("alpha", 0.2)) == 1.f / 6.f &&
+      static_cast<float>(gate.attrFloat("beta", 0.5)) == 0.5f) {
+    return ConvActivation{Kind::HardSwish, 0.f, 0.f};
+  }
+  return std::nullopt;
 }
 
 }  // namespace
@@ -100,8 +110,8 @@ ConvEpilogue absorbTail(const OpContext& ctx, int64_t out_channels) {
     if (epilogue.batch_norm) ++count;
   }
   const size_t before_activation = count;
-  if (siluAt(ctx, count)) {
-    epilogue.activation = ConvActivation{ConvActivation::Kind::Swish, 0.f, 0.f};
+  if (const auto gated = gatedActivationAt(ctx, count)) {
+    epilogue.activation = gated;
     count += 2;
   } else if (next() != nullptr) {
     epilogue.activation = activationOf(*next());

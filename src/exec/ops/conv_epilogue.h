@@ -1,6 +1,7 @@
 // Which of the nodes after a Conv (OpContext::tail) its oneDNN kernel computes, read with ONNX's
 // semantics into a ConvEpilogue: an inference BatchNormalization first, then one activation (SiLU
-// written out, a Sigmoid and the Mul of its input by it, counts as one).
+// or HardSwish written out, a Sigmoid or HardSigmoid and the Mul of its input by it, counts as
+// one).
 #pragma once
 
 #include <cstdint>

@@ -167,6 +167,29 @@ TEST(ActivationOpsTest, SigmoidLikeOpsMatchClosedForms) {
   expectTensorNear(run1({"HardSwish", 14, {x}}), at::tensor({0.0, -1.0 / 3, 0.0, 2.0 / 3, 4.0}));
 }
 
+// Float32 runs qforge's one-pass kernel: bit-equal to ATen's mul, add and clamp (each rounded),
+// over several parallel chunks, in a channels-last layout that it keeps, NaN passed through.
+TEST(ActivationOpsTest, Float32HardSigmoidEqualsItsThreeRoundedStepsInAnyLayout) {
+  at::manual_seed(7);
+  at::Tensor x = (at::randn({2, 24, 40, 40}) * 4).contiguous(at::MemoryFormat::ChannelsLast);
+  x.index_put_({0, 3, 7, 11}, std::numeric_limits<float>::quiet_NaN());
+  const float alpha = 1.f / 6.f, beta = 0.5f;
+  const at::Tensor y =
+      run1({"HardSigmoid",
+            6,
+            {x},
+            {Attribute::makeFloat("alpha", alpha), Attribute::makeFloat("beta", beta)}});
+  EXPECT_TRUE(y.is_contiguous(at::MemoryFormat::ChannelsLast));
+  const at::Tensor expected = (x * alpha + beta).clamp(0, 1);
+  EXPECT_TRUE(at::equal(y.isnan(), expected.isnan()));
+  EXPECT_TRUE(at::equal(y.nan_to_num(-1), expected.nan_to_num(-1)));
+  EXPECT_EQ(y.isnan().sum().item<int64_t>(), 1);
+  // A strided (non-dense) view goes through ATen's ops.
+  const at::Tensor every_other = x.slice(3, 0, 40, 2);
+  const at::Tensor z = run1({"HardSigmoid", 6, {every_other}});
+  EXPECT_TRUE(at::equal(z.nan_to_num(-1), (every_other * 0.2f + 0.5f).clamp(0, 1).nan_to_num(-1)));
+}
+
 TEST(ActivationOpsTest, Float16InputsGiveFloat16Results) {
   at::Tensor x = at::tensor({-1.f, 0.f, 2.f}).to(at::kHalf);
   const auto near = [](const at::Tensor& actual, std::vector<double> expected) {

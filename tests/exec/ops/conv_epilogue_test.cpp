@@ -173,6 +173,41 @@ TEST(ConvEpilogueTest, SiluWrittenOutAsSigmoidAndMulRunsInsideTheConvKernel) {
   EXPECT_EQ(callsByOp(ex).at("Mul"), 1);
 }
 
+// torch.onnx below opset 14 writes Hardswish as v * HardSigmoid(v; alpha = 1/6, beta = 1/2).
+TEST(ConvEpilogueTest, HardSwishWrittenOutAsHardSigmoidAndMulRunsInsideTheConvKernel) {
+  const std::vector<Attribute> sixth = {Attribute::makeFloat("alpha", 1.f / 6.f),
+                                        Attribute::makeFloat("beta", 0.5f)};
+  for (int times_input : {1, 2}) {
+    for (bool with_bn : {false, true}) {
+      SCOPED_TRACE(
+          std::string(times_input == 1 ? "Mul(v, HardSigmoid(v))" : "Mul(HardSigmoid(v), v)") +
+          (with_bn ? " after BatchNormalization" : ""));
+      at::manual_seed(24);
+      ConvChain chain(11, with_bn, {"HardSigmoid", sixth, {}}, times_input);
+      chain.x = chain.x * 4;  // reach both ends of the gate
+      Executor ex(chain.g, ExecutorOptions{false, /*profile=*/true});
+      const at::Tensor y = ex.run({{"x", chain.x}}).at("y");
+      const at::Tensor v = chain.beforeActivation(with_bn);
+      expectTensorNear(y, v * at::clamp(v / 6 + 0.5, 0, 1), 1e-4, 1e-4);
+      const auto calls = callsByOp(ex);
+      EXPECT_EQ(calls.at("HardSigmoid") + calls.at("Mul"), 0);
+    }
+  }
+  // Other constants are not a hardswish: the gate and the Mul run as nodes.
+  at::manual_seed(24);
+  ConvChain chain(11, false,
+                  {"HardSigmoid",
+                   {Attribute::makeFloat("alpha", 0.2f), Attribute::makeFloat("beta", 0.5f)},
+                   {}},
+                  1);
+  Executor ex(chain.g, ExecutorOptions{false, true});
+  const at::Tensor v = chain.beforeActivation(false);
+  expectTensorNear(ex.run({{"x", chain.x}}).at("y"), v * at::clamp(v * 0.2 + 0.5, 0, 1), 1e-4,
+                   1e-4);
+  EXPECT_EQ(callsByOp(ex).at("HardSigmoid"), 1);
+  EXPECT_EQ(callsByOp(ex).at("Mul"), 1);
+}
+
 TEST(ConvEpilogueTest, FollowersOutsideTheKernelRunThemselves) {
   at::manual_seed(22);
   {

@@ -375,6 +375,28 @@ TEST(GemmTest, IntegerOperandsTakeWholeAlphaAndBeta) {
   expectNodeError({"Gemm", 13, {a, b}, {Attribute::makeFloat("alpha", 0.5)}}, "not a whole number");
 }
 
+// A classifier at batch 1 (transB, row bias), run again and again by one executor: its weight is
+// kept packed between runs and must follow an in-place update. Against float64 products.
+TEST(GemmTest, AFloatLayerRunAgainFollowsItsWeight) {
+  at::manual_seed(5);
+  SingleOp op("Gemm", 13, {at::randn({1, 64}), at::randn({30, 64}), at::randn({30})},
+              {Attribute::makeInt("transB", 1)});
+  op.initializer_slots = {1, 2};
+  Graph g = buildSingleOpGraph(op);
+  Executor ex(g);
+  const at::Tensor x = op.inputs[0];
+  auto expected = [&]() {
+    const at::Tensor w = g.value("in1")->initializer().to(at::kDouble);
+    const at::Tensor c = g.value("in2")->initializer().to(at::kDouble);
+    return (at::matmul(x.to(at::kDouble), w.t()) + c).to(at::kFloat);
+  };
+  for (int run = 0; run < 3; ++run)
+    expectTensorNear(ex.run({{"in0", x}}).at("out0"), expected(), 1e-5, 5e-5);
+  g.value("in1")->initializer().mul_(-2);
+  for (int run = 0; run < 2; ++run)
+    expectTensorNear(ex.run({{"in0", x}}).at("out0"), expected(), 1e-5, 5e-5);
+}
+
 TEST(GemmTest, OpInfoFacts) {
   const OpInfo* info = OpRegistry::builtin().find("", "Gemm", 13);
   ASSERT_NE(info, nullptr);
