@@ -14,12 +14,15 @@ come in slow phases lasting hundreds of runs (a register-only loop there stays w
 the low percentile of enough runs (--iters 200 and more) measures the code rather than the phase.
 
   QFORGE_ORT_DIR=build/ort /usr/bin/python3 bench/executor_speed_table.py
-      [--models zoo_resnet,tv_mobilenet_v2] [--batches 1,8] [--rounds 3] [--iters 10]
+      [--models zoo,untuned | zoo_resnet,tv_mobilenet_v2] [--batches 1,8] [--rounds 3] [--iters 10]
       [--threads N] [--backend TensorRT] [--json FILE]
 
 Models: the zoo (models/zoo, 1x28x28), torchvision ResNet-18 and MobileNetV2 at 224x224 (random
 weights; tools/export_torchvision_models.py writes them into build/models on first use) and
-U^2-NetP at 320x320 (bench/corpus/fetch.sh, when the corpus is fetched).
+U^2-NetP at 320x320 (bench/corpus/fetch.sh, when the corpus is fetched). `--models untuned` (or
+`zoo,untuned`) adds exports no executor work was tuned on: torchvision ShuffleNetV2, MobileNetV3
+(opset 11), EfficientNet-B0, SqueezeNet 1.1 (opset 9) and a small ViT from
+bench/corpus/export_torchvision.py, and PaddleOCR's direction classifier at 3x48x192.
 """
 import argparse
 import json
@@ -36,15 +39,28 @@ import onnx.numpy_helper
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BUILD = os.path.join(ROOT, "build")
 
-# name -> (path, the batches measured by default)
+# name -> (path, the batches measured by default, one sample's dims for inputs with open dims)
 MODELS = {
-    "zoo_resnet": ("models/zoo/resnet.onnx", [1, 100]),
-    "zoo_mobilenet": ("models/zoo/mobilenet.onnx", [1, 100]),
-    "zoo_unet": ("models/zoo/unet.onnx", [1, 100]),
-    "zoo_vit": ("models/zoo/vit.onnx", [1, 100]),
-    "tv_resnet18": ("build/models/resnet18.onnx", [1, 8]),
-    "tv_mobilenet_v2": ("build/models/mobilenet_v2.onnx", [1, 8]),
-    "u2netp": ("build/corpus/u2netp.onnx", [1]),
+    "zoo_resnet": ("models/zoo/resnet.onnx", [1, 100], None),
+    "zoo_mobilenet": ("models/zoo/mobilenet.onnx", [1, 100], None),
+    "zoo_unet": ("models/zoo/unet.onnx", [1, 100], None),
+    "zoo_vit": ("models/zoo/vit.onnx", [1, 100], None),
+    "tv_resnet18": ("build/models/resnet18.onnx", [1, 8], None),
+    "tv_mobilenet_v2": ("build/models/mobilenet_v2.onnx", [1, 8], None),
+    "u2netp": ("build/corpus/u2netp.onnx", [1], None),
+}
+
+# Exports nothing here was tuned on (bench/corpus: torchvision at 224x224 with random weights,
+# ViT-small at 64x64, PaddleOCR's direction classifier at 48x192); --models untuned measures them.
+UNTUNED = {
+    "tv_shufflenet_v2_x0_5": ("build/corpus/torchvision/shufflenet_v2_x0_5_op13.onnx", [1, 8],
+                              None),
+    "tv_mobilenet_v3_small_op11": ("build/corpus/torchvision/mobilenet_v3_small_op11.onnx",
+                                   [1, 8], None),
+    "tv_efficientnet_b0": ("build/corpus/torchvision/efficientnet_b0_op13.onnx", [1, 8], None),
+    "tv_vit_small": ("build/corpus/torchvision/vit_small_op13.onnx", [1, 8], None),
+    "tv_squeezenet1_1_op9": ("build/corpus/torchvision/squeezenet1_1_op9.onnx", [1, 8], None),
+    "ppocr_mobile_cls": ("build/corpus/ppocr_mobile_cls.onnx", [1, 8], [3, 48, 192]),
 }
 
 
@@ -59,10 +75,13 @@ def run(cmd, env=None):
 def ensure_model(name, path):
     if os.path.exists(path):
         return True
-    if name.startswith("tv_"):
+    if name in UNTUNED and name.startswith("tv_"):
+        run(["/usr/bin/python3", os.path.join(ROOT, "bench", "corpus", "export_torchvision.py"),
+             os.path.dirname(path), os.path.basename(path).split("_op")[0]])
+    elif name.startswith("tv_"):
         run(["/usr/bin/python3", os.path.join(ROOT, "tools", "export_torchvision_models.py"),
              "--out", os.path.dirname(path)])
-    elif name == "u2netp":
+    elif name in ("u2netp", "ppocr_mobile_cls"):
         fetch = subprocess.run([os.path.join(ROOT, "bench", "corpus", "fetch.sh"),
                                 os.path.dirname(path)], capture_output=True, text=True)
         if fetch.returncode != 0:
@@ -70,10 +89,10 @@ def ensure_model(name, path):
     return os.path.exists(path)
 
 
-def write_inputs(model_path, batch, seed, out_dir):
-    """One standard-normal tensor per graph input, its batch dim set to `batch`: as .npy (for
-    ONNX Runtime) and as a TensorProto .pb (for `qforge run --input`). Returns (npy, pb) lists of
-    (name, file)."""
+def write_inputs(model_path, batch, seed, out_dir, sample_dims=None):
+    """One standard-normal tensor per graph input, its batch dim set to `batch` and open dims
+    after it taken from `sample_dims`: as .npy (for ONNX Runtime) and as a TensorProto .pb (for
+    `qforge run --input`). Returns (npy, pb) lists of (name, file)."""
     graph = onnx.load(model_path, load_external_data=False).graph
     initializers = {t.name for t in graph.initializer}
     rng = np.random.default_rng(seed)
@@ -82,6 +101,11 @@ def write_inputs(model_path, batch, seed, out_dir):
         dims = [d.dim_value if d.dim_value > 0 else 0 for d in value.type.tensor_type.shape.dim]
         if dims and dims[0] not in (0, batch):
             raise RuntimeError(f"input '{value.name}' has a fixed batch of {dims[0]}")
+        if sample_dims is not None:
+            if len(sample_dims) != len(dims) - 1 or any(
+                    d not in (0, given) for d, given in zip(dims[1:], sample_dims)):
+                raise RuntimeError(f"input '{value.name}' {dims} does not take {sample_dims}")
+            dims = [dims[0]] + list(sample_dims)
         if any(d == 0 for d in dims[1:]):
             raise RuntimeError(f"input '{value.name}' has a free dim besides the batch")
         shape = [batch] + dims[1:]
@@ -124,9 +148,9 @@ def time_qforge(args, model, pb, extra):
     return latency(args, report["times_ms"]), report["peak_rss_bytes"]
 
 
-def measure(args, name, model, batch):
+def measure(args, name, model, batch, sample_dims=None):
     with tempfile.TemporaryDirectory() as work:
-        npy, pb = write_inputs(model, batch, 0, work)
+        npy, pb = write_inputs(model, batch, 0, work, sample_dims)
         rounds = []
         for _ in range(args.rounds):
             ort_ms, ort_rss = time_ort(args, model, npy, work)
@@ -173,7 +197,8 @@ def main():
     p.add_argument("--qforge", default=os.path.join(BUILD, "qforge"))
     p.add_argument("--ort-dir", default=os.environ.get("QFORGE_ORT_DIR",
                                                        os.path.join(BUILD, "ort")))
-    p.add_argument("--models", default=",".join(MODELS))
+    p.add_argument("--models", default=",".join(MODELS),
+                   help="comma-separated names; 'zoo' and 'untuned' stand for their groups")
     p.add_argument("--batches", help="comma-separated; default: each model's own")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--iters", type=int, default=10)
@@ -186,11 +211,15 @@ def main():
     args = p.parse_args()
 
     rows = []
+    names = []
     for name in args.models.split(","):
-        if name not in MODELS:
+        names += list(UNTUNED) if name == "untuned" else list(MODELS) if name == "zoo" else [name]
+    for name in names:
+        known = {**MODELS, **UNTUNED}
+        if name not in known:
             sys.exit(f"executor_speed_table.py: unknown model '{name}' (known: "
-                     f"{', '.join(MODELS)})")
-        path, batches = MODELS[name]
+                     f"{', '.join(known)})")
+        path, batches, sample_dims = known[name]
         path = os.path.join(ROOT, path)
         if args.batches:
             batches = [int(b) for b in args.batches.split(",")]
@@ -199,7 +228,7 @@ def main():
             continue
         for batch in batches:
             try:
-                rows.append(measure(args, name, path, batch))
+                rows.append(measure(args, name, path, batch, sample_dims))
             except RuntimeError as e:
                 rows.append({"model": name, "batch": batch, "error": str(e)[:160]})
             print(f"executor_speed_table.py: {name} batch {batch} done", file=sys.stderr)

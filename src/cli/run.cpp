@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <iostream>
 #include <map>
 
@@ -36,6 +37,7 @@ struct RunOptions {
   int warmup = 2;
   uint64_t seed = 0;
   std::vector<std::string> input_files;     // NAME=FILE.pb
+  std::vector<std::string> sample_shapes;   // NAME=DxDxD: one sample's dims, for open dims
   std::vector<std::string> expected_files;  // NAME=FILE.pb
   double atol = 1e-4;
   double rtol = 1e-4;
@@ -62,6 +64,30 @@ void loadInputFiles(const Graph& graph, const std::vector<std::string>& specs, T
             "--input names '" + name + "', which is not an input of the model");
     feeds[name] = readTensorProtoFile(file);
   }
+}
+
+// NAME=3x48x192 specs as the dims of one sample of each named input.
+SampleShapes parseSampleShapes(const std::vector<std::string>& specs) {
+  SampleShapes shapes;
+  for (const std::string& spec : specs) {
+    const size_t eq = spec.find('=');
+    require(eq != std::string::npos && eq > 0 && eq + 1 < spec.size(),
+            "--shape '" + spec + "' must be NAME=DIMS, the dims after the batch, e.g. x=3x224x224");
+    std::vector<int64_t> dims;
+    size_t start = eq + 1;
+    while (start <= spec.size()) {
+      const size_t x = std::min(spec.find('x', start), spec.size());
+      const std::string text = spec.substr(start, x - start);
+      char* end = nullptr;
+      const long long d = std::strtoll(text.c_str(), &end, 10);
+      require(!text.empty() && end != nullptr && *end == '\0' && d > 0,
+              "--shape '" + spec + "': '" + text + "' is not a positive dim (NAME=3x224x224)");
+      dims.push_back(d);
+      start = x + 1;
+    }
+    shapes[spec.substr(0, eq)] = dims;
+  }
+  return shapes;
 }
 
 // Compares outputs with reference tensors; returns a JSON row per comparison.
@@ -118,7 +144,8 @@ int runModel(const RunOptions& o) {
           "--arithmetic ort runs a deployed QOperator model as it is; --backend prepares a float "
           "model, so give one of the two");
   Graph graph = importOnnxFile(o.model);
-  TensorMap feeds = sampleInputs(graph, o.batch, true, o.seed);
+  TensorMap feeds = sampleInputs(graph, o.batch, true, o.seed, /*open_dim=*/1,
+                                 parseSampleShapes(o.sample_shapes));
   loadInputFiles(graph, o.input_files, feeds);
   int64_t batch = o.batch;
   if (!feeds.empty() && feeds.begin()->second.dim() > 0) batch = feeds.begin()->second.size(0);
@@ -138,15 +165,37 @@ int runModel(const RunOptions& o) {
   Executor executor(prepared ? prepared->graph() : graph, exec_options, registry);
   // The quantized mode needs ranges: the warm-up runs calibrate them (at least one run).
   const int warmup = prepared && o.mode == "quantized" ? std::max(o.warmup, 1) : o.warmup;
+  // Open dims filled with 1 suit a sequence model but not a CNN: a failure says which to give.
+  std::vector<std::string> filled_open;
+  for (const std::string& input : inputsWithOpenDims(graph)) {
+    const std::string name = input.substr(0, input.find(' '));
+    bool given = std::any_of(o.sample_shapes.begin(), o.sample_shapes.end(),
+                             [&](const std::string& s) { return s.rfind(name + "=", 0) == 0; }) ||
+                 std::any_of(o.input_files.begin(), o.input_files.end(),
+                             [&](const std::string& s) { return s.rfind(name + "=", 0) == 0; });
+    if (!given) filled_open.push_back(input);
+  }
+  auto runOnce = [&]() {
+    try {
+      return executor.run(feeds);
+    } catch (const Error& e) {
+      if (filled_open.empty()) throw;
+      std::string inputs;
+      for (const std::string& in : filled_open)
+        inputs += (inputs.empty() ? "" : ", ") + in;
+      throw Error(std::string(e.what()) + " (the sample inputs set open dims to 1: " + inputs +
+                  "; give them with --shape NAME=DxDxD, the dims after the batch)");
+    }
+  };
   for (int i = 0; i < warmup; ++i)
-    executor.run(feeds);
+    runOnce();
   if (prepared && o.mode == "quantized") prepared->setMode(quant::FakeQuantMode::Quantization);
   executor.resetProfile();
   std::vector<double> ms;
   TensorMap outputs;
   for (int i = 0; i < o.iterations; ++i) {
     auto start = std::chrono::steady_clock::now();
-    outputs = executor.run(feeds);
+    outputs = runOnce();
     ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
                      .count());
   }
@@ -236,6 +285,9 @@ std::pair<CLI::App*, std::function<int()>> addRunCommand(CLI::App& app) {
   sub->add_option("--input", options->input_files,
                   "NAME=FILE.pb: feed this input from a serialized ONNX TensorProto instead of "
                   "a sample (repeatable)");
+  sub->add_option("--shape", options->sample_shapes,
+                  "NAME=DxDxD: the dims after the batch of a sample for this input, for inputs "
+                  "the model leaves open (default 1 each) (repeatable)");
   sub->add_option("--expect", options->expected_files,
                   "NAME=FILE.pb: compare this output with a reference tensor; exit 1 when it is "
                   "outside tolerance (repeatable)");

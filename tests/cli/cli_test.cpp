@@ -218,6 +218,39 @@ TEST(CliTest, RunWithWrongInputShapeNamesTheNode) {
   EXPECT_EQ(lineCount(r.out), 1u) << r.out;
 }
 
+// An image model that leaves its height and width open (as Paddle2ONNX exports do): its sample
+// inputs take 1 there, which a 2x2 pooling cannot take; the failure says to give them.
+TEST(CliTest, RunTakesOpenDimsFromShapeAndSaysSoWhenTheyAreMissing) {
+  testing::OnnxBuilder b;
+  b.input("x", onnx::TensorProto::FLOAT, {-1, 3, -1, -1});
+  b.output("y", onnx::TensorProto::FLOAT, {-1, 3, -1, -1});
+  onnx::NodeProto& pool = b.node("MaxPool", {"x"}, {"y"}, "pool");
+  testing::addIntsAttribute(pool, "kernel_shape", {2, 2});
+  testing::addIntsAttribute(pool, "strides", {2, 2});
+  const std::string path = testing::makeTempDir("cli") + "/open_dims.onnx";
+  b.save(path);
+
+  Result missing = runCli("run " + path + " --iters 1");
+  EXPECT_EQ(missing.exit_code, 2) << missing.out;
+  EXPECT_EQ(lineCount(missing.out), 1u) << missing.out;
+  EXPECT_NE(missing.out.find("'pool'"), std::string::npos) << missing.out;
+  EXPECT_NE(missing.out.find("open dims to 1: x [?,3,?,?]; give them with --shape"),
+            std::string::npos)
+      << missing.out;
+
+  Result given = runCli("run --json " + path + " --iters 1 --batch 2 --shape x=3x8x6");
+  ASSERT_EQ(given.exit_code, 0) << given.out;
+  EXPECT_EQ(nlohmann::json::parse(given.out)["outputs"][0]["shape"],
+            nlohmann::json::parse("[2, 3, 4, 3]"));
+
+  for (const char* spec : {"x", "x=3x8", "x=3xax6", "x=4x8x8", "nope=3x8x8"}) {
+    Result bad = runCli("run " + path + " --iters 1 --shape " + std::string(spec));
+    EXPECT_EQ(bad.exit_code, 2) << spec << ": " << bad.out;
+    EXPECT_EQ(lineCount(bad.out), 1u) << bad.out;
+    EXPECT_NE(bad.out.find("--shape"), std::string::npos) << bad.out;
+  }
+}
+
 // `run --backend` times the model prepared for a backend. With observers on (calibration) the
 // outputs are the float model's (BatchNorm folded: equal to rounding); quantizing moves them by
 // the quantization noise, a few percent of the logits at 8 bits, and never to nothing.

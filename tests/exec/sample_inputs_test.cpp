@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
+#include <vector>
+
 #include "core/error.h"
 
 namespace qforge {
@@ -36,6 +39,29 @@ TEST(SampleInputsTest, DeterministicBySeed) {
                         sampleInputs(g, 2, false, 7).at("image")));
   EXPECT_FALSE(at::equal(sampleInputs(g, 2, false, 7).at("image"),
                          sampleInputs(g, 2, false, 8).at("image")));
+}
+
+TEST(SampleInputsTest, GivenSampleShapesFillOpenDimsAndMustAgreeWithTheDeclaration) {
+  Graph g = twoInputs();
+  EXPECT_EQ(inputsWithOpenDims(g), std::vector<std::string>{"image [?,3,?]"});
+  TensorMap feeds = sampleInputs(g, 4, true, 0, 1, {{"image", {3, 48}}});
+  EXPECT_EQ(feeds.at("image").sizes(), (at::IntArrayRef{4, 3, 48}));
+  EXPECT_EQ(feeds.at("ids").sizes(), (at::IntArrayRef{4, 5}));
+  auto message = [&](const SampleShapes& shapes) {
+    try {
+      sampleInputs(g, 1, true, 0, 1, shapes);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(message({{"image", {4, 48}}}).find("dim 1 is 4 but the model declares [?,3,?]"),
+            std::string::npos);
+  EXPECT_NE(message({{"image", {3, 48, 2}}}).find("give its 2 dims after the batch"),
+            std::string::npos);
+  EXPECT_NE(message({{"image", {3, 0}}}).find("must be positive"), std::string::npos);
+  EXPECT_NE(message({{"w", {1}}}).find("'w', which is not an input"), std::string::npos);
+  EXPECT_NE(message({{"nope", {1}}}).find("'nope', which is not an input"), std::string::npos);
 }
 
 TEST(SampleInputsTest, InputWithoutShapeIsAClearError) {
