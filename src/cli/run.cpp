@@ -144,8 +144,8 @@ int runModel(const RunOptions& o) {
           "--arithmetic ort runs a deployed QOperator model as it is; --backend prepares a float "
           "model, so give one of the two");
   Graph graph = importOnnxFile(o.model);
-  TensorMap feeds = sampleInputs(graph, o.batch, true, o.seed, /*open_dim=*/1,
-                                 parseSampleShapes(o.sample_shapes));
+  const SampleShapes sample_shapes = parseSampleShapes(o.sample_shapes);
+  TensorMap feeds = sampleInputs(graph, o.batch, true, o.seed, /*open_dim=*/1, sample_shapes);
   loadInputFiles(graph, o.input_files, feeds);
   int64_t batch = o.batch;
   if (!feeds.empty() && feeds.begin()->second.dim() > 0) batch = feeds.begin()->second.size(0);
@@ -166,24 +166,21 @@ int runModel(const RunOptions& o) {
   // The quantized mode needs ranges: the warm-up runs calibrate them (at least one run).
   const int warmup = prepared && o.mode == "quantized" ? std::max(o.warmup, 1) : o.warmup;
   // Open dims filled with 1 suit a sequence model but not a CNN: a failure says which to give.
-  std::vector<std::string> filled_open;
-  for (const std::string& input : inputsWithOpenDims(graph)) {
-    const std::string name = input.substr(0, input.find(' '));
-    bool given = std::any_of(o.sample_shapes.begin(), o.sample_shapes.end(),
-                             [&](const std::string& s) { return s.rfind(name + "=", 0) == 0; }) ||
-                 std::any_of(o.input_files.begin(), o.input_files.end(),
-                             [&](const std::string& s) { return s.rfind(name + "=", 0) == 0; });
-    if (!given) filled_open.push_back(input);
+  std::string filled_open;  // "x [?,3,?,?], ..." for the inputs sampled with open dims
+  for (const OpenInput& input : inputsWithOpenDims(graph)) {
+    const bool from_file =
+        std::any_of(o.input_files.begin(), o.input_files.end(),
+                    [&](const std::string& spec) { return spec.rfind(input.name + "=", 0) == 0; });
+    if (sample_shapes.count(input.name) == 0 && !from_file) {
+      filled_open += (filled_open.empty() ? "" : ", ") + input.name + " " + input.declared;
+    }
   }
   auto runOnce = [&]() {
     try {
       return executor.run(feeds);
     } catch (const Error& e) {
       if (filled_open.empty()) throw;
-      std::string inputs;
-      for (const std::string& in : filled_open)
-        inputs += (inputs.empty() ? "" : ", ") + in;
-      throw Error(std::string(e.what()) + " (the sample inputs set open dims to 1: " + inputs +
+      throw Error(std::string(e.what()) + " (the sample inputs set open dims to 1: " + filled_open +
                   "; give them with --shape NAME=DxDxD, the dims after the batch)");
     }
   };

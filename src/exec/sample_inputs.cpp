@@ -40,13 +40,13 @@ std::vector<int64_t> givenShape(const Value& v, int64_t batch, const std::vector
 
 }  // namespace
 
-std::vector<std::string> inputsWithOpenDims(const Graph& graph) {
-  std::vector<std::string> open;
+std::vector<OpenInput> inputsWithOpenDims(const Graph& graph) {
+  std::vector<OpenInput> open;
   for (const Value* v : graph.inputs()) {
     if (v->isInitializer() || !v->type.shape.has_value()) continue;
     for (size_t i = 1; i < v->type.shape->size(); ++i) {
       if (!(*v->type.shape)[i].isKnown()) {
-        open.push_back(v->name() + " " + declaredText(*v));
+        open.push_back({v->name(), declaredText(*v)});
         break;
       }
     }

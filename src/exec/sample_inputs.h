@@ -21,7 +21,12 @@ using SampleShapes = std::map<std::string, std::vector<int64_t>>;
 TensorMap sampleInputs(const Graph& graph, int64_t batch, bool override_batch, uint64_t seed,
                        int64_t open_dim = 1, const SampleShapes& sample_shapes = {});
 
-// The runtime inputs with a dim other than the leading one unknown, as "name [?,3,?,?]".
-std::vector<std::string> inputsWithOpenDims(const Graph& graph);
+// A runtime input with a dim other than the leading one unknown, and its declared shape as
+// "[?,3,?,?]".
+struct OpenInput {
+  std::string name;
+  std::string declared;
+};
+std::vector<OpenInput> inputsWithOpenDims(const Graph& graph);
 
 }  // namespace qforge
