@@ -3,44 +3,12 @@
 #include <ATen/ATen.h>
 
 #include "ir/node_attributes.h"
+#include "passes/pattern_match.h"
 #include "passes/quant_units.h"
 
 namespace qforge::passes {
 
 namespace {
-
-// The default-domain node of type `op_type` that is the only reader of `v` (a value read twice
-// by one node, as Mul(d, d) reads it, counts as one reader), unless `v` is a graph output.
-Node* onlyReader(const Graph& graph, const Value* v, const char* op_type) {
-  if (v == nullptr || v->uses().empty() || graph.isGraphOutput(v)) return nullptr;
-  Node* reader = v->uses().front().node;
-  for (const Use& u : v->uses())
-    if (u.node != reader) return nullptr;
-  return reader->opType() == op_type && isDefaultDomain(*reader) ? reader : nullptr;
-}
-
-// The constant's value when it is one number (an initializer or a Constant node's tensor).
-std::optional<double> scalarConstant(const Value* v) {
-  if (!isConstant(v)) return std::nullopt;
-  at::Tensor t = v->initializer();
-  if (!t.defined()) {
-    const Attribute* a = v->producer()->attributes.find("value");
-    if (a == nullptr || a->kind != AttributeKind::Tensor || !a->t.defined()) return std::nullopt;
-    t = a->t;
-  }
-  if (t.numel() != 1 ||
-      !(t.is_floating_point() || t.scalar_type() == at::kLong || t.scalar_type() == at::kInt))
-    return std::nullopt;
-  return t.to(at::kDouble).item<double>();
-}
-
-// The other input of binary `node` when one of its two inputs is `v`.
-const Value* otherInput(const Node& node, const Value* v) {
-  if (node.inputs().size() != 2) return nullptr;
-  if (node.input(0) == v) return node.input(1);
-  if (node.input(1) == v) return node.input(0);
-  return nullptr;
-}
 
 // Same reduction: the same axes (an attribute before opset 18, an input after; neither: all
 // axes) with kept dims.
