@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <optional>
 #include <set>
+#include <utility>
 
 #include "exec/op_traits.h"
 #include "passes/activation_values.h"
+#include "passes/gelu_pattern.h"
 #include "passes/layer_norm_pattern.h"
 
 namespace qforge::passes {
@@ -110,6 +112,15 @@ void collectInputs(const Graph& graph, const BackendConfig& backend,
   unit.output_carries_activations = activations.carriesActivations(unit.output);
 }
 
+// The nodes of an op written out in primitives that starts at `node`, and that op's type.
+std::pair<std::vector<Node*>, const char*> writtenOutOp(const Graph& graph, Node* node) {
+  if (std::vector<Node*> norm = matchDecomposedLayerNorm(graph, node); !norm.empty())
+    return {std::move(norm), "LayerNormalization"};
+  if (std::vector<Node*> gelu = matchDecomposedGelu(graph, node); !gelu.empty())
+    return {std::move(gelu), "Gelu"};
+  return {{}, ""};
+}
+
 bool readsActivations(const Node& node, const ActivationValues& activations) {
   for (const Value* in : node.inputs()) {
     if (activations.carriesActivations(in)) return true;
@@ -138,16 +149,16 @@ std::vector<QuantUnit> findQuantUnits(const Graph& graph, const BackendConfig& b
   std::set<const Node*> taken;
   for (Node* node : graph.topologicalOrder()) {
     if (taken.count(node) || !node->domain().empty()) continue;
-    // A LayerNormalization written out in primitive ops is placed as the op would be: one unit
-    // when the backend quantizes LayerNormalization, else float, never quantizers inside.
-    if (std::vector<Node*> norm = matchDecomposedLayerNorm(graph, node); !norm.empty()) {
-      taken.insert(norm.begin(), norm.end());
-      const OpRole role = unitRole(backend, extra_quantizable, "LayerNormalization");
+    // An op written out in primitive ops (LayerNormalization, GELU) is placed as the op would be:
+    // one unit when the backend quantizes that op, else float, never quantizers inside.
+    if (auto [nodes, op_type] = writtenOutOp(graph, node); !nodes.empty()) {
+      taken.insert(nodes.begin(), nodes.end());
+      const OpRole role = unitRole(backend, extra_quantizable, op_type);
       if (role != OpRole::Quantizable && role != OpRole::Fixed) continue;
       QuantUnit unit;
       unit.role = role;
-      unit.nodes = std::move(norm);
-      unit.pattern = "LayerNormalization, decomposed";
+      unit.nodes = std::move(nodes);
+      unit.pattern = std::string(op_type) + ", decomposed";
       unit.name = node->name().empty() ? node->outputs().front()->name() : node->name();
       collectInputs(graph, backend, activations, unit);
       units.push_back(std::move(unit));
