@@ -8,6 +8,7 @@
 #include "exec/op_traits.h"
 #include "passes/activation_values.h"
 #include "passes/gelu_pattern.h"
+#include "passes/hard_swish_pattern.h"
 #include "passes/layer_norm_pattern.h"
 
 namespace qforge::passes {
@@ -118,6 +119,8 @@ std::pair<std::vector<Node*>, const char*> writtenOutOp(const Graph& graph, Node
     return {std::move(norm), "LayerNormalization"};
   if (std::vector<Node*> gelu = matchDecomposedGelu(graph, node); !gelu.empty())
     return {std::move(gelu), "Gelu"};
+  if (std::vector<Node*> hard_swish = matchDecomposedHardSwish(graph, node); !hard_swish.empty())
+    return {std::move(hard_swish), "HardSwish"};
   return {{}, ""};
 }
 
@@ -149,8 +152,8 @@ std::vector<QuantUnit> findQuantUnits(const Graph& graph, const BackendConfig& b
   std::set<const Node*> taken;
   for (Node* node : graph.topologicalOrder()) {
     if (taken.count(node) || !node->domain().empty()) continue;
-    // An op written out in primitive ops (LayerNormalization, GELU) is placed as the op would be:
-    // one unit when the backend quantizes that op, else float, never quantizers inside.
+    // An op written out in primitive ops (LayerNormalization, GELU, HardSwish) is placed as the op
+    // would be: one unit when the backend quantizes that op, else float, never quantizers inside.
     if (auto [nodes, op_type] = writtenOutOp(graph, node); !nodes.empty()) {
       taken.insert(nodes.begin(), nodes.end());
       const OpRole role = unitRole(backend, extra_quantizable, op_type);

@@ -1,0 +1,166 @@
+// HardSwish written out (torch.onnx before opset 14: HardSigmoid(1/6, 1/2) times the same x):
+// which pairs match, what they compute (ATen's hardswish), and that placement treats the pair as
+// the HardSwish op, so an opset-11 export is quantized as its opset-14 export is.
+#include "passes/hard_swish_pattern.h"
+
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "backends/backend_config.h"
+#include "exec/executor.h"
+#include "passes/quant_units.h"
+#include "support/quant_graphs.h"
+
+namespace qforge::testing {
+namespace {
+
+enum class Activation { WrittenOut, Op, SqueezeGate };
+
+// x[2,3,6,6] -> Conv(w1[4,3,3,3], b1, pad 1) -> HardSwish (written out, the op, or a gate that
+// scales the Conv's output by HardSigmoid of another value) -> Conv(w2[2,4,1,1]) -> y.
+Graph convHardSwishConv(Activation activation, double alpha = 1.0 / 6.0, bool mul_x_first = false) {
+  at::manual_seed(21);
+  Graph g;
+  g.model.opset_imports[""] = 14;  // HardSwish's first opset
+  Value* x = g.addValue("x");
+  x->type = TensorType{DType::Float, std::vector<Dim>{Dim::symbolic("N"), Dim::known(3),
+                                                      Dim::known(6), Dim::known(6)}};
+  g.addInput(x);
+  Node* c1 = g.addNode("Conv",
+                       {x, g.addInitializer("w1", at::randn({4, 3, 3, 3}) * 0.5),
+                        g.addInitializer("b1", at::randn({4}) * 0.1)},
+                       {"c"}, "conv1");
+  c1->attributes.set(Attribute::makeInts("pads", {1, 1, 1, 1}));
+  Value* c = c1->output(0);
+  Value* h = nullptr;
+  if (activation == Activation::Op) {
+    h = g.addNode("HardSwish", {c}, {"h"}, "hard_swish")->output(0);
+  } else {
+    Value* gate_input = c;
+    if (activation == Activation::SqueezeGate)
+      gate_input = g.addNode("ReduceMean", {c}, {"pooled"}, "pool")->output(0);
+    Node* hs = g.addNode("HardSigmoid", {gate_input}, {"gate"}, "hard_sigmoid");
+    hs->attributes.set(Attribute::makeFloat("alpha", static_cast<float>(alpha)));
+    hs->attributes.set(Attribute::makeFloat("beta", 0.5f));
+    h = (mul_x_first ? g.addNode("Mul", {c, hs->output(0)}, {"h"}, "mul")
+                     : g.addNode("Mul", {hs->output(0), c}, {"h"}, "mul"))
+            ->output(0);
+  }
+  Node* c2 =
+      g.addNode("Conv", {h, g.addInitializer("w2", at::randn({2, 4, 1, 1}) * 0.5)}, {"y"}, "conv2");
+  c2->output(0)->type = TensorType{DType::Float, std::vector<Dim>{Dim::symbolic("N"), Dim::known(2),
+                                                                  Dim::known(6), Dim::known(6)}};
+  g.addOutput(c2->output(0));
+  return g;
+}
+
+std::vector<std::string> namesOf(const std::vector<Node*>& nodes) {
+  std::vector<std::string> names;
+  for (const Node* n : nodes)
+    names.push_back(n->name());
+  return names;
+}
+
+TEST(HardSwishPattern, HardSigmoidOfXTimesXMatchesInEitherOperandOrder) {
+  for (bool mul_x_first : {false, true}) {
+    Graph g = convHardSwishConv(Activation::WrittenOut, 1.0 / 6.0, mul_x_first);
+    EXPECT_EQ(namesOf(passes::matchDecomposedHardSwish(g, g.findNode("hard_sigmoid"))),
+              (std::vector<std::string>{"hard_sigmoid", "mul"}));
+    EXPECT_TRUE(passes::matchDecomposedHardSwish(g, g.findNode("mul")).empty());
+  }
+}
+
+TEST(HardSwishPattern, OtherGatesDoNotMatch) {
+  {
+    // ONNX's default HardSigmoid (alpha 0.2) is no HardSwish gate.
+    Graph g = convHardSwishConv(Activation::WrittenOut, 0.2);
+    EXPECT_TRUE(passes::matchDecomposedHardSwish(g, g.findNode("hard_sigmoid")).empty());
+  }
+  {
+    // Squeeze-excitation: the gate of one value scales another.
+    Graph g = convHardSwishConv(Activation::SqueezeGate);
+    EXPECT_TRUE(passes::matchDecomposedHardSwish(g, g.findNode("hard_sigmoid")).empty());
+  }
+  {
+    Graph g = convHardSwishConv(Activation::WrittenOut);
+    g.addOutput(g.value("gate"));  // the gate is read outside the pair
+    EXPECT_TRUE(passes::matchDecomposedHardSwish(g, g.findNode("hard_sigmoid")).empty());
+  }
+}
+
+TEST(HardSwishPattern, ThePairComputesHardSwish) {
+  Graph g = convHardSwishConv(Activation::WrittenOut);
+  g.addOutput(g.value("h"));
+  at::manual_seed(2);
+  const at::Tensor x = at::randn({2, 3, 6, 6}) * 3;
+  const auto out = Executor(g).run({{"x", x}});
+  const at::Tensor c =
+      at::conv2d(x, g.value("w1")->initializer(), g.value("b1")->initializer(), 1, 1);
+  EXPECT_TRUE(at::allclose(out.at("h"), at::hardswish(c), 1e-5, 1e-6));
+}
+
+struct UnitPlacement {
+  std::vector<std::string> units;
+  std::vector<std::string> quantized;  // values with a quantizer, sorted
+};
+
+UnitPlacement placementOf(const Graph& g, const backends::BackendConfig& backend) {
+  UnitPlacement p;
+  for (const passes::QuantUnit& u : passes::findQuantUnits(g, backend)) {
+    p.units.push_back(u.ops());
+    for (const Use& in : u.activation_inputs)
+      p.quantized.push_back(in.node->input(in.index)->name());
+    if (backend.placement.unit_outputs && u.output_carries_activations)
+      p.quantized.push_back(u.output->name());
+  }
+  // One quantizer per value, however many readers ask for it.
+  std::sort(p.quantized.begin(), p.quantized.end());
+  p.quantized.erase(std::unique(p.quantized.begin(), p.quantized.end()), p.quantized.end());
+  return p;
+}
+
+// TensorRT lists no HardSwish: float between the convolutions, only what each Conv reads is
+// quantized. QNN lists it: one unit reading the Conv's output and writing a quantized one.
+TEST(HardSwishPattern, PlacementOfTheWrittenOutPairEqualsPlacementOfTheOp) {
+  const Graph written = convHardSwishConv(Activation::WrittenOut);
+  const Graph op = convHardSwishConv(Activation::Op);
+  {
+    const backends::BackendConfig trt = backends::loadBackend("TensorRT");
+    const UnitPlacement a = placementOf(written, trt);
+    EXPECT_EQ(a.units, (std::vector<std::string>{"Conv", "Conv"}));
+    EXPECT_EQ(a.quantized, (std::vector<std::string>{"h", "x"}));
+    EXPECT_EQ(a.quantized, placementOf(op, trt).quantized);
+  }
+  {
+    const backends::BackendConfig qnn = backends::loadBackend("QNN");
+    const UnitPlacement a = placementOf(written, qnn);
+    const UnitPlacement b = placementOf(op, qnn);
+    EXPECT_EQ(a.units, (std::vector<std::string>{"Conv", "HardSigmoid+Mul", "Conv"}));
+    EXPECT_EQ(b.units, (std::vector<std::string>{"Conv", "HardSwish", "Conv"}));
+    EXPECT_EQ(a.quantized, b.quantized);
+  }
+}
+
+// The two exports quantized for TensorRT compute the same thing: FQ(hardswish(conv(FQ(x))))
+// read by the second Conv, with the same scales after one calibration batch.
+TEST(HardSwishPattern, BothExportsQuantizedForTensorRTGiveTheSameOutput) {
+  at::manual_seed(4);
+  const at::Tensor x = at::randn({2, 3, 6, 6}) * 2;
+  at::Tensor y[2];
+  size_t points[2];
+  int i = 0;
+  for (Activation a : {Activation::WrittenOut, Activation::Op}) {
+    auto m = passes::prepare(convHardSwishConv(a), backends::loadBackend("TensorRT"));
+    calibrateOn(*m, x);
+    y[i] = m->executor().run({{"x", x}}).at("y");
+    points[i++] = m->points().size();
+  }
+  EXPECT_EQ(points[0], 4u);  // x, the HardSwish's output, w1, w2
+  EXPECT_EQ(points[1], points[0]);
+  EXPECT_TRUE(at::allclose(y[0], y[1], 1e-5, 1e-5)) << (y[0] - y[1]).abs().max();
+}
+
+}  // namespace
+}  // namespace qforge::testing
