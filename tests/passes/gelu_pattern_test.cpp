@@ -53,13 +53,6 @@ Graph decomposedGelu(const GeluSpec& spec = {}) {
   return g;
 }
 
-std::vector<std::string> namesOf(const std::vector<Node*>& nodes) {
-  std::vector<std::string> names;
-  for (const Node* n : nodes)
-    names.push_back(n->name());
-  return names;
-}
-
 const std::vector<std::string> kChain = {"scale", "erf", "add_one", "first", "second"};
 
 TEST(GeluPattern, TorchsDecompositionMatchesFromItsDivision) {
@@ -121,22 +114,19 @@ TEST(GeluPattern, TheMatchedSubgraphComputesGelu) {
   }
 }
 
-// A backend that quantizes every op's output (as QNN and SNPE do), with or without Gelu among
-// its ops.
-backends::BackendConfig outputQuantizingBackend(bool gelu_quantizable) {
+// QNN-like output quantization, with or without Gelu among its ops.
+backends::BackendConfig geluBackend(bool gelu_quantizable) {
   nlohmann::json ops = {{"Add", "quantizable"},
                         {"Mul", "quantizable"},
                         {"Div", "quantizable"},
                         {"Erf", "quantizable"}};
   if (gelu_quantizable) ops["Gelu"] = "quantizable";
-  return tinyBackend({{"ops", ops},
-                      {"fusions", nlohmann::json::array()},
-                      {"placement", {{"graph_inputs", true}, {"unit_outputs", true}}}});
+  return outputQuantizingBackend(ops);
 }
 
 TEST(GeluPattern, PlacementTreatsItAsTheBackendTreatsGelu) {
   Graph g = decomposedGelu();
-  const auto units = passes::findQuantUnits(g, outputQuantizingBackend(true));
+  const auto units = passes::findQuantUnits(g, geluBackend(true));
   ASSERT_EQ(units.size(), 1u);
   EXPECT_EQ(units[0].ops(), "Div+Erf+Add+Mul+Mul");
   EXPECT_EQ(units[0].pattern, "Gelu, decomposed");
@@ -146,22 +136,18 @@ TEST(GeluPattern, PlacementTreatsItAsTheBackendTreatsGelu) {
     EXPECT_EQ(in.node->input(in.index)->name(), "x");
 
   // Without Gelu the ops stay float, although Div, Erf, Add and Mul are quantizable.
-  EXPECT_TRUE(passes::findQuantUnits(g, outputQuantizingBackend(false)).empty());
+  EXPECT_TRUE(passes::findQuantUnits(g, geluBackend(false)).empty());
 }
 
 TEST(GeluPattern, AsOneUnitTheModelComputesTheQuantizedGeluOfTheQuantizedInput) {
-  auto m = passes::prepare(decomposedGelu(), outputQuantizingBackend(true));
+  auto m = passes::prepare(decomposedGelu(), geluBackend(true));
   at::manual_seed(5);
   const at::Tensor x = at::randn({2, 4, 6}) * 3;
   calibrateOn(*m, x);
   const at::Tensor y = m->executor().run({{"x", x}}).at("y");
   EXPECT_EQ(m->points().size(), 2u);  // the input and the output, nothing inside
 
-  auto fq = [](const at::Tensor& t, const at::Tensor& range) {
-    const double s = asymmetricScale(range);
-    return at::fake_quantize_per_tensor_affine(t, static_cast<float>(s),
-                                               asymmetricZeroPoint(range, s), 0, 255);
-  };
+  const auto fq = asymmetricFakeQuant;
   const at::Tensor want = fq(at::gelu(fq(x, x)), at::gelu(x));
   const double step = asymmetricScale(at::gelu(x));
   // At most one step apart where float rounding lands on the other side of a half step.

@@ -56,13 +56,6 @@ Graph convHardSwishConv(Activation activation, double alpha = 1.0 / 6.0, bool mu
   return g;
 }
 
-std::vector<std::string> namesOf(const std::vector<Node*>& nodes) {
-  std::vector<std::string> names;
-  for (const Node* n : nodes)
-    names.push_back(n->name());
-  return names;
-}
-
 TEST(HardSwishPattern, HardSigmoidOfXTimesXMatchesInEitherOperandOrder) {
   for (bool mul_x_first : {false, true}) {
     Graph g = convHardSwishConv(Activation::WrittenOut, 1.0 / 6.0, mul_x_first);

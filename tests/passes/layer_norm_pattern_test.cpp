@@ -56,13 +56,6 @@ Graph decomposedLayerNorm(const NormSpec& spec = {}) {
   return g;
 }
 
-std::vector<std::string> namesOf(const std::vector<Node*>& nodes) {
-  std::vector<std::string> names;
-  for (const Node* n : nodes)
-    names.push_back(n->name());
-  return names;
-}
-
 TEST(LayerNormPattern, TorchsDecompositionMatchesWithItsAffinePart) {
   Graph g = decomposedLayerNorm();
   EXPECT_EQ(namesOf(passes::matchDecomposedLayerNorm(g, g.findNode("mean"))),
@@ -110,22 +103,19 @@ TEST(LayerNormPattern, TheMatchedSubgraphComputesLayerNorm) {
   EXPECT_TRUE(at::allclose(y, at::layer_norm(x, {8}, gamma, beta, 1e-5), 1e-5, 1e-5));
 }
 
-// A backend that quantizes every op's output (as QNN and SNPE do), with or without
-// LayerNormalization among its ops.
-backends::BackendConfig outputQuantizingBackend(bool layer_norm_quantizable) {
+// QNN-like output quantization, with or without LayerNormalization among its ops.
+backends::BackendConfig layerNormBackend(bool layer_norm_quantizable) {
   nlohmann::json ops = {{"Add", "quantizable"},        {"Mul", "quantizable"},
                         {"Sub", "quantizable"},        {"Div", "quantizable"},
                         {"Pow", "quantizable"},        {"Sqrt", "quantizable"},
                         {"ReduceMean", "quantizable"}, {"LayerNormalization", "never"}};
   if (layer_norm_quantizable) ops["LayerNormalization"] = "quantizable";
-  return tinyBackend({{"ops", ops},
-                      {"fusions", nlohmann::json::array()},
-                      {"placement", {{"graph_inputs", true}, {"unit_outputs", true}}}});
+  return outputQuantizingBackend(ops);
 }
 
 TEST(LayerNormPattern, PlacementTreatsItAsTheBackendTreatsLayerNormalization) {
   Graph g = decomposedLayerNorm();
-  const auto units = passes::findQuantUnits(g, outputQuantizingBackend(true));
+  const auto units = passes::findQuantUnits(g, layerNormBackend(true));
   ASSERT_EQ(units.size(), 1u);
   EXPECT_EQ(units[0].ops(), "ReduceMean+Sub+Pow+ReduceMean+Add+Sqrt+Div+Mul+Add");
   EXPECT_EQ(units[0].pattern, "LayerNormalization, decomposed");
@@ -136,14 +126,14 @@ TEST(LayerNormPattern, PlacementTreatsItAsTheBackendTreatsLayerNormalization) {
   EXPECT_TRUE(units[0].weights.empty());
 
   // Without LayerNormalization the ops stay float, although Add, Mul, Div... are quantizable.
-  EXPECT_TRUE(passes::findQuantUnits(g, outputQuantizingBackend(false)).empty());
+  EXPECT_TRUE(passes::findQuantUnits(g, layerNormBackend(false)).empty());
 }
 
 // Rows of very small variance (2e-3 spread) beside rows of spread 10: a quantizer on the
 // variance rounded the small ones to 0 and the division gave inf and NaN. As one unit the model
 // computes FQ(layer_norm(FQ(x))), with MinMax ranges of the float values.
 TEST(LayerNormPattern, ARowOfTinyVarianceStaysFiniteAndExact) {
-  auto m = passes::prepare(decomposedLayerNorm(), outputQuantizingBackend(true));
+  auto m = passes::prepare(decomposedLayerNorm(), layerNormBackend(true));
   at::Tensor x = at::randn({2, 3, 8}) * 10;
   x.select(1, 1).mul_(2e-4);
   calibrateOn(*m, x);
@@ -152,11 +142,7 @@ TEST(LayerNormPattern, ARowOfTinyVarianceStaysFiniteAndExact) {
   EXPECT_EQ(m->points().size(), 2u);  // the input and the output, nothing inside
 
   Graph reference = decomposedLayerNorm();
-  auto fq = [](const at::Tensor& t, const at::Tensor& range) {
-    const double s = asymmetricScale(range);
-    return at::fake_quantize_per_tensor_affine(t, static_cast<float>(s),
-                                               asymmetricZeroPoint(range, s), 0, 255);
-  };
+  const auto fq = asymmetricFakeQuant;
   const at::Tensor gamma = reference.value("gamma")->initializer();
   const at::Tensor beta = reference.value("beta")->initializer();
   const at::Tensor float_y = at::layer_norm(x, {8}, gamma, beta, 1e-5);

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include <string>
+#include <vector>
 
 #include "backends/backend_config.h"
 #include "ir/graph.h"
@@ -47,6 +48,22 @@ inline backends::BackendConfig tinyBackend(const nlohmann::json& patch = nlohman
   return backends::parseBackendConfig(tinyBackendDocument(patch), "test backend");
 }
 
+// A backend that quantizes every op's output (as QNN and SNPE do) and its graph inputs, with
+// `ops` as its op roles and no fusions: the written-out-op tests place their patterns with it.
+inline backends::BackendConfig outputQuantizingBackend(const nlohmann::json& ops) {
+  return tinyBackend({{"ops", ops},
+                      {"fusions", nlohmann::json::array()},
+                      {"placement", {{"graph_inputs", true}, {"unit_outputs", true}}}});
+}
+
+// The nodes' names, in order.
+inline std::vector<std::string> namesOf(const std::vector<Node*>& nodes) {
+  std::vector<std::string> names;
+  for (const Node* n : nodes)
+    names.push_back(n->name());
+  return names;
+}
+
 // x[2,2,5,5] -> Conv(w1[3,2,3,3], b1, pad 1) -> Relu -> Conv(w2[2,3,1,1]) -> y
 inline Graph convReluConv(uint64_t seed = 1) {
   at::manual_seed(seed);
@@ -85,6 +102,13 @@ inline double asymmetricScale(const at::Tensor& t, int64_t qmax = 255) {
 inline int64_t asymmetricZeroPoint(const at::Tensor& t, double scale) {
   const double lo = std::min(0.0, t.min().item<double>());
   return std::clamp<int64_t>(static_cast<int64_t>(std::nearbyint(-lo / scale)), 0, 255);
+}
+// t fake-quantized to unsigned 8 bits with the MinMax range of `range` (the closed form of an
+// asymmetric MinMax quantizer that observed `range`).
+inline at::Tensor asymmetricFakeQuant(const at::Tensor& t, const at::Tensor& range) {
+  const double s = asymmetricScale(range);
+  return at::fake_quantize_per_tensor_affine(t, static_cast<float>(s),
+                                             asymmetricZeroPoint(range, s), 0, 255);
 }
 inline at::Tensor symmetricScalesPerChannel(const at::Tensor& w, int64_t levels_half = 255) {
   // max|w| per output channel / ((qmax - qmin) / 2) with the full [-128, 127] grid.
