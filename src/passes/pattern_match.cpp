@@ -2,6 +2,8 @@
 
 #include <ATen/ATen.h>
 
+#include <cmath>
+
 #include "ir/node_attributes.h"
 #include "passes/quant_units.h"
 
@@ -27,6 +29,15 @@ std::optional<double> scalarConstant(const Value* v) {
       !(t.is_floating_point() || t.scalar_type() == at::kLong || t.scalar_type() == at::kInt))
     return std::nullopt;
   return t.to(at::kDouble).item<double>();
+}
+
+bool closeTo(double value, double expected) {
+  return std::abs(value - expected) <= 1e-6 * std::abs(expected);
+}
+
+bool isScalarConstant(const Value* v, double expected) {
+  const std::optional<double> value = scalarConstant(v);
+  return value && closeTo(*value, expected);
 }
 
 const Value* otherInput(const Node& node, const Value* v) {

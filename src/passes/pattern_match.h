@@ -16,6 +16,13 @@ Node* onlyReader(const Graph& graph, const Value* v, const char* op_type);
 // The constant's value when it is one number (an initializer or a Constant node's tensor).
 std::optional<double> scalarConstant(const Value* v);
 
+// True when `value` is `expected` to float precision (relative 1e-6): constants and attributes
+// an exporter wrote in float32 (sqrt 2, 1/6) are never exactly the double.
+bool closeTo(double value, double expected);
+
+// True when `v` is a one-number constant close to `expected`.
+bool isScalarConstant(const Value* v, double expected);
+
 // The other input of binary `node` when one of its two inputs is `v`.
 const Value* otherInput(const Node& node, const Value* v);
 

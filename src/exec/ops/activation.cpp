@@ -20,9 +20,6 @@ using ops::floatInput;
 using ops::kLatestOpset;
 using ops::op;
 
-// Elements per parallel task: below this, waking a second thread costs more than it saves.
-constexpr int64_t kElementwiseGrain = 1 << 14;
-
 std::vector<at::Tensor> prelu(const OpContext& ctx) {
   const at::Tensor& x = ctx.input(0);
   const at::Tensor& slope = ctx.input(1);
@@ -128,7 +125,7 @@ at::Tensor hardSigmoidFloat(const at::Tensor& x, float alpha, float beta) {
   at::Tensor y = at::empty_like(x);  // the same strides: element i of memory maps to element i
   const float* in = x.data_ptr<float>();
   float* out = y.data_ptr<float>();
-  at::parallel_for(0, x.numel(), kElementwiseGrain, [&](int64_t begin, int64_t end) {
+  at::parallel_for(0, x.numel(), ops::kParallelGrainElements, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
       const float scaled = in[i] * alpha;
       const float v = scaled + beta;
@@ -171,7 +168,7 @@ void registerActivationOps(OpRegistry& registry) {
                 [](const OpContext&, const at::Tensor& x) { return at::tanh(x); });
   addActivation(registry, "HardSigmoid", 1, true, [](const OpContext& ctx, const at::Tensor& x) {
     const double alpha = ctx.attrFloat("alpha", 0.2), beta = ctx.attrFloat("beta", 0.5);
-    if (x.scalar_type() == at::kFloat && !x.requires_grad() && x.is_non_overlapping_and_dense()) {
+    if (ops::float32WithoutGrad({x}) && x.is_non_overlapping_and_dense()) {
       return hardSigmoidFloat(x, static_cast<float>(alpha), static_cast<float>(beta));
     }
     return at::clamp(x * alpha + beta, 0.0, 1.0);

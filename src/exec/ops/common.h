@@ -82,6 +82,10 @@ inline OpInfo op(std::string op_type, int64_t since, int64_t until, Lowering run
 
 constexpr int64_t kLatestOpset = 1 << 30;
 
+// Elements per parallel task of qforge's own elementwise kernels: below this, waking a second
+// thread costs more than it saves.
+constexpr int64_t kParallelGrainElements = 1 << 14;
+
 // `info` with its weight slots, bias slot and the weights' layout filled in.
 inline OpInfo withWeights(OpInfo info, std::vector<int> weight_inputs, int bias_input,
                           WeightLayout layout) {

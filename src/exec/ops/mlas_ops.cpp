@@ -8,13 +8,6 @@
 
 namespace qforge::ops {
 
-namespace {
-
-// Elements per parallel task: below this, waking a second thread costs more than it saves.
-constexpr int64_t kGrainElements = 1 << 14;
-
-}  // namespace
-
 bool mlasKernelsApply(const at::Tensor& x) {
   return x.defined() && float32WithoutGrad({x});
 }
@@ -31,7 +24,7 @@ at::Tensor mlasSoftmax(const at::Tensor& x, int64_t axis, bool flatten_from_axis
   const float* in = rows.data_ptr<float>();
   float* out = y.data_ptr<float>();
   const mlas::SumExpKernel kernel = mlas::sumExpKernelOfThisCpu();
-  const int64_t grain = std::max<int64_t>(1, kGrainElements / width);
+  const int64_t grain = std::max<int64_t>(1, kParallelGrainElements / width);
   at::parallel_for(0, count, grain, [&](int64_t begin, int64_t end) {
     mlas::softmaxRows(in + begin * width, out + begin * width, end - begin, width, kernel);
   });
@@ -44,7 +37,7 @@ at::Tensor mlasErf(const at::Tensor& x) {
   at::Tensor y = at::empty_like(c);
   const float* in = c.data_ptr<float>();
   float* out = y.data_ptr<float>();
-  at::parallel_for(0, c.numel(), kGrainElements, [&](int64_t begin, int64_t end) {
+  at::parallel_for(0, c.numel(), kParallelGrainElements, [&](int64_t begin, int64_t end) {
     mlas::erfArray(in + begin, out + begin, end - begin);
   });
   return y;
