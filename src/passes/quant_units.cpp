@@ -10,6 +10,7 @@
 #include "passes/gelu_pattern.h"
 #include "passes/hard_swish_pattern.h"
 #include "passes/layer_norm_pattern.h"
+#include "passes/silu_pattern.h"
 
 namespace qforge::passes {
 
@@ -121,7 +122,23 @@ std::pair<std::vector<Node*>, const char*> writtenOutOp(const Graph& graph, Node
     return {std::move(gelu), "Gelu"};
   if (std::vector<Node*> hard_swish = matchDecomposedHardSwish(graph, node); !hard_swish.empty())
     return {std::move(hard_swish), "HardSwish"};
+  if (std::vector<Node*> silu = matchDecomposedSilu(graph, node); !silu.empty())
+    return {std::move(silu), "Swish"};
   return {{}, ""};
+}
+
+// True when the backend does not list the written-out op itself but quantizes every node of it
+// on its own: it has no kernel for the op and runs the pieces in integers (QNN has no Swish and
+// runs SiLU as Sigmoid and ElementWiseMultiply; ONNX Runtime's quantizer writes QLinearSigmoid
+// and QLinearMul), so they are placed as the backend places them. An op the backend lists as
+// float stays float whatever its pieces are.
+bool runsThePieces(const BackendConfig& backend, const std::vector<std::string>& extra_quantizable,
+                   const char* op_type, const std::vector<Node*>& pieces) {
+  if (backend.trait(op_type) != nullptr) return false;
+  return std::all_of(pieces.begin(), pieces.end(), [&](const Node* n) {
+    const OpRole role = unitRole(backend, extra_quantizable, n->opType());
+    return role == OpRole::Quantizable || role == OpRole::Fixed;
+  });
 }
 
 bool readsActivations(const Node& node, const ActivationValues& activations) {
@@ -152,20 +169,24 @@ std::vector<QuantUnit> findQuantUnits(const Graph& graph, const BackendConfig& b
   std::set<const Node*> taken;
   for (Node* node : graph.topologicalOrder()) {
     if (taken.count(node) || !node->domain().empty()) continue;
-    // An op written out in primitive ops (LayerNormalization, GELU, HardSwish) is placed as the op
-    // would be: one unit when the backend quantizes that op, else float, never quantizers inside.
+    // An op written out in primitive ops (LayerNormalization, GELU, HardSwish, SiLU) is placed as
+    // the op would be: one unit when the backend quantizes that op; its pieces when the backend
+    // does not list the op and quantizes each piece; else float, never quantizers inside.
     if (auto [nodes, op_type] = writtenOutOp(graph, node); !nodes.empty()) {
-      taken.insert(nodes.begin(), nodes.end());
       const OpRole role = unitRole(backend, extra_quantizable, op_type);
-      if (role != OpRole::Quantizable && role != OpRole::Fixed) continue;
-      QuantUnit unit;
-      unit.role = role;
-      unit.nodes = std::move(nodes);
-      unit.pattern = std::string(op_type) + ", decomposed";
-      unit.name = node->name().empty() ? node->outputs().front()->name() : node->name();
-      collectInputs(graph, backend, activations, unit);
-      units.push_back(std::move(unit));
-      continue;
+      const bool as_op = role == OpRole::Quantizable || role == OpRole::Fixed;
+      if (as_op || !runsThePieces(backend, extra_quantizable, op_type, nodes)) {
+        taken.insert(nodes.begin(), nodes.end());
+        if (!as_op) continue;
+        QuantUnit unit;
+        unit.role = role;
+        unit.nodes = std::move(nodes);
+        unit.pattern = std::string(op_type) + ", decomposed";
+        unit.name = node->name().empty() ? node->outputs().front()->name() : node->name();
+        collectInputs(graph, backend, activations, unit);
+        units.push_back(std::move(unit));
+        continue;
+      }
     }
     const OpRole role = unitRole(backend, extra_quantizable, node->opType());
     if (role != OpRole::Quantizable && role != OpRole::Fixed) continue;

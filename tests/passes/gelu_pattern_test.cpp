@@ -135,8 +135,21 @@ TEST(GeluPattern, PlacementTreatsItAsTheBackendTreatsGelu) {
   for (const Use& in : units[0].activation_inputs)
     EXPECT_EQ(in.node->input(in.index)->name(), "x");
 
-  // Without Gelu the ops stay float, although Div, Erf, Add and Mul are quantizable.
-  EXPECT_TRUE(passes::findQuantUnits(g, geluBackend(false)).empty());
+  // Gelu listed as float: the ops stay float, although Div, Erf, Add and Mul are quantizable.
+  backends::BackendConfig float_gelu = geluBackend(false);
+  float_gelu.ops["Gelu"].role = backends::OpRole::Never;
+  EXPECT_TRUE(passes::findQuantUnits(g, float_gelu).empty());
+
+  // Gelu not listed: a backend that quantizes every piece has no Gelu kernel and runs the pieces.
+  std::vector<std::string> pieces;
+  for (const passes::QuantUnit& u : passes::findQuantUnits(g, geluBackend(false)))
+    pieces.push_back(u.ops());
+  EXPECT_EQ(pieces, (std::vector<std::string>{"Div", "Erf", "Add", "Mul", "Mul"}));
+
+  // One piece it does not quantize (Erf): no Gelu kernel either, but no quantizers inside.
+  backends::BackendConfig no_erf = geluBackend(false);
+  no_erf.ops.erase("Erf");
+  EXPECT_TRUE(passes::findQuantUnits(g, no_erf).empty());
 }
 
 TEST(GeluPattern, AsOneUnitTheModelComputesTheQuantizedGeluOfTheQuantizedInput) {
