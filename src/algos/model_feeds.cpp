@@ -106,9 +106,9 @@ TensorMap feedsOf(const data::Batch& batch, const Graph& graph) {
   return feeds;
 }
 
-TensorMap runInBatches(Executor& executor, const TensorMap& feeds,
-                       const std::vector<std::string>& outputs, int64_t fixed_batch,
-                       const TensorMap& constants) {
+void forEachBatchRun(Executor& executor, const TensorMap& feeds,
+                     const std::vector<std::string>& outputs, int64_t fixed_batch,
+                     const TensorMap& constants, const BatchOutputs& each) {
   int64_t rows = -1;
   for (const auto& [name, t] : feeds) {
     if (t.dim() > 0) rows = std::max(rows, t.size(0));
@@ -117,22 +117,35 @@ TensorMap runInBatches(Executor& executor, const TensorMap& feeds,
     TensorMap all = constants;
     for (const auto& [name, t] : feeds)
       all[name] = t;
-    return executor.run(all, outputs);
+    each(0, 1, executor.run(all, outputs));
+    return;
   }
   require(rows % fixed_batch == 0, "a batch of " + std::to_string(rows) +
                                        " rows does not split into the model's fixed batch of " +
                                        std::to_string(fixed_batch));
-  std::map<std::string, std::vector<at::Tensor>> parts;
-  for (int64_t begin = 0; begin < rows; begin += fixed_batch) {
+  const int64_t runs = rows / fixed_batch;
+  for (int64_t run_index = 0; run_index < runs; ++run_index) {
     TensorMap run = constants;
-    for (const auto& [name, t] : feeds)
-      run[name] = t.dim() > 0 && t.size(0) == rows ? t.narrow(0, begin, fixed_batch) : t;
-    for (auto& [name, t] : executor.run(run, outputs))
-      parts[name].push_back(t);
+    for (const auto& [name, t] : feeds) {
+      run[name] =
+          t.dim() > 0 && t.size(0) == rows ? t.narrow(0, run_index * fixed_batch, fixed_batch) : t;
+    }
+    each(run_index, runs, executor.run(run, outputs));
   }
+}
+
+TensorMap runInBatches(Executor& executor, const TensorMap& feeds,
+                       const std::vector<std::string>& outputs, int64_t fixed_batch,
+                       const TensorMap& constants) {
+  std::map<std::string, std::vector<at::Tensor>> parts;
+  forEachBatchRun(executor, feeds, outputs, fixed_batch, constants,
+                  [&parts](int64_t, int64_t, TensorMap&& got) {
+                    for (auto& [name, t] : got)
+                      parts[name].push_back(std::move(t));
+                  });
   TensorMap out;
   for (auto& [name, list] : parts)
-    out[name] = list.front().dim() > 0 ? at::cat(list, 0) : list.front();
+    out[name] = list.size() > 1 && list.front().dim() > 0 ? at::cat(list, 0) : list.front();
   return out;
 }
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -40,5 +41,12 @@ TensorMap feedsOf(const data::Batch& batch, const Graph& graph);
 TensorMap runInBatches(Executor& executor, const TensorMap& feeds,
                        const std::vector<std::string>& outputs, int64_t fixed_batch,
                        const TensorMap& constants = {});
+
+// What runInBatches runs, handed over one run at a time instead of concatenated: `each` gets the
+// run's index, how many runs there are, and its `outputs`; nothing is kept between runs.
+using BatchOutputs = std::function<void(int64_t run, int64_t runs, TensorMap&& outputs)>;
+void forEachBatchRun(Executor& executor, const TensorMap& feeds,
+                     const std::vector<std::string>& outputs, int64_t fixed_batch,
+                     const TensorMap& constants, const BatchOutputs& each);
 
 }  // namespace qforge::algos

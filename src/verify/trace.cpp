@@ -1,7 +1,8 @@
 #include "verify/trace.h"
 
 #include <algorithm>
-#include <functional>
+#include <map>
+#include <optional>
 #include <set>
 
 #include "algos/model_feeds.h"
@@ -29,25 +30,64 @@ TensorMap ortIntermediates(const OrtRunner& ort, const std::string& path, const 
   return ort.run(traced, feeds, tensors);
 }
 
-using TensorPair = std::tuple<std::string, std::string, at::Tensor, at::Tensor>;
-
-// Each of `pairs` (quantizer, tensor, reference levels, ORT levels; graph order) with its largest
-// difference in levels.
-std::vector<Divergence> tensorDifferences(const std::vector<TensorPair>& pairs) {
-  std::vector<Divergence> out;
-  for (size_t i = 0; i < pairs.size(); ++i) {
-    const auto& [quantizer, tensor, ref, got] = pairs[i];
-    const at::Tensor diff = (ref.to(at::kDouble) - got.to(at::kDouble)).abs();
-    out.push_back(Divergence{quantizer, tensor, diff.max().item<double>(), static_cast<int64_t>(i),
-                             static_cast<int64_t>(pairs.size()),
-                             (diff > 1.0).to(at::kDouble).mean().item<double>()});
+// The largest difference between a reference tensor and ORT's integers, in levels, and how many
+// elements are more than one level apart, accumulated over slices so that no double-precision
+// copy of a whole tensor is ever made (U^2-NetP's largest traced tensor has 52M elements).
+class LevelDifference {
+ public:
+  // `reference` is in levels already, or (with `scale`) a fake-quantized float value whose
+  // level is round(v / scale) + zero_point.
+  void add(const at::Tensor& reference, const at::Tensor& got, std::optional<double> scale,
+           int64_t zero_point) {
+    const at::Tensor ref = reference.reshape({-1});
+    const at::Tensor ort = got.reshape({-1});
+    constexpr int64_t kSlice = int64_t{1} << 20;
+    for (int64_t begin = 0; begin < ref.numel(); begin += kSlice) {
+      const int64_t n = std::min(kSlice, ref.numel() - begin);
+      at::Tensor levels = ref.narrow(0, begin, n).to(at::kDouble);
+      if (scale) levels = levels.div_(*scale).round_().add_(zero_point);
+      const at::Tensor diff = levels.sub_(ort.narrow(0, begin, n).to(at::kDouble)).abs_();
+      max_ = std::max(max_, diff.max().item<double>());
+      off_ += (diff > 1.0).sum().item<int64_t>();
+    }
+    elements_ += ref.numel();
   }
-  return out;
+  double maxSteps() const { return max_; }
+  double shareOff() const { return elements_ > 0 ? static_cast<double>(off_) / elements_ : 0.0; }
+
+ private:
+  double max_ = 0;
+  int64_t off_ = 0;
+  int64_t elements_ = 0;
+};
+
+// One tensor a trace compares: the reference executor's value and the exported model's tensor.
+struct ComparedTensor {
+  std::string quantizer;  // "" for a QOperator-only tensor
+  std::string tensor;     // in the exported model, as ORT names it
+  std::string reference;  // in the reference executor
+  std::optional<double> scale;
+  int64_t zero_point = 0;
+};
+
+// The part of ORT's `got` (all traced samples) that run `run` of `runs` computed: all of it in one
+// run; else rows [run * n, (run + 1) * n) when `got` is the runs' parts stacked on the first axis.
+// Undefined when the shapes do not line up (a value whose first axis is no batch axis).
+at::Tensor partOf(const at::Tensor& got, const at::Tensor& part, int64_t run, int64_t runs) {
+  if (runs == 1) return got.sizes() == part.sizes() ? got : at::Tensor();
+  if (part.dim() == 0 || got.dim() != part.dim() || got.size(0) != runs * part.size(0))
+    return at::Tensor();
+  at::Tensor rows = got.narrow(0, run * part.size(0), part.size(0));
+  return rows.sizes() == part.sizes() ? rows : at::Tensor();
 }
 
-// Per compared element held: the simulation's levels (float: exact up to 2^24) and ORT's integer,
-// with room for the one value being converted.
-constexpr int64_t kBytesPerElement = 6;
+// How many runs of the model's fixed batch the traced `feeds` take (one when it has none).
+int64_t runsOf(const TensorMap& feeds, int64_t fixed_batch) {
+  int64_t rows = 0;
+  for (const auto& [name, t] : feeds)
+    rows = std::max<int64_t>(rows, t.dim() > 0 ? t.size(0) : 0);
+  return fixed_batch > 0 && rows > fixed_batch ? rows / fixed_batch : 1;
+}
 
 // Elements of each of `names` on `feeds`: one run of `executor` whose hooks record sizes and keep
 // nothing (values no output depends on are not computed and count 0).
@@ -66,22 +106,66 @@ std::vector<int64_t> elementCounts(Executor& executor, const TensorMap& feeds,
   return counts;
 }
 
-// The pairs of compared tensors [begin, end) (in graph order), run for those tensors only.
-using ChunkPairs = std::function<std::vector<TensorPair>(size_t begin, size_t end)>;
+// Compares `wanted` (graph order) on the traced `feeds`: ORT's integers of a chunk of tensors at a
+// time, held for all samples (one byte each), against the reference executor's values one run of
+// the fixed batch at a time. A tensor is compared once, with the first reference of its shape.
+std::vector<Divergence> compareTensors(const TraceContext& context, Executor& reference,
+                                       const std::string& path, const TensorMap& feeds,
+                                       const std::vector<ComparedTensor>& wanted,
+                                       const TensorMap& overrides) {
+  std::vector<std::string> reference_names;
+  for (const ComparedTensor& c : wanted)
+    reference_names.push_back(c.reference);
+  const std::vector<int64_t> elements =
+      elementCounts(reference, feeds, reference_names, context.fixed_batch, overrides);
+  // Held per traced element: ORT's integer, the reference's float for one run, and the copy the
+  // npy reader makes.
+  const int64_t runs = runsOf(feeds, context.fixed_batch);
+  const double bytes_per_element = 2.0 + 4.0 / static_cast<double>(runs);
 
-// tensorDifferences over the tensors whose element counts are `elements`, in chunks of at most
-// `chunk_bytes` (at least one tensor each).
-std::vector<Divergence> differencesInChunks(const std::vector<int64_t>& elements,
-                                            int64_t chunk_bytes, const ChunkPairs& pairs_of) {
+  std::set<std::string> compared;
   std::vector<Divergence> out;
-  for (size_t begin = 0; begin < elements.size();) {
+  for (size_t begin = 0; begin < wanted.size();) {
     size_t end = begin + 1;
-    int64_t bytes = elements[begin] * kBytesPerElement;
-    while (end < elements.size() && bytes + elements[end] * kBytesPerElement <= chunk_bytes)
-      bytes += elements[end++] * kBytesPerElement;
-    for (Divergence d : tensorDifferences(pairs_of(begin, end))) {
-      d.index = static_cast<int64_t>(out.size());
-      out.push_back(d);
+    double bytes = static_cast<double>(elements[begin]) * bytes_per_element;
+    while (end < wanted.size() && bytes + static_cast<double>(elements[end]) * bytes_per_element <=
+                                      static_cast<double>(context.chunk_bytes)) {
+      bytes += static_cast<double>(elements[end++]) * bytes_per_element;
+    }
+    std::vector<std::string> ort_names, chunk_references;
+    for (size_t i = begin; i < end; ++i) {
+      if (std::find(ort_names.begin(), ort_names.end(), wanted[i].tensor) == ort_names.end())
+        ort_names.push_back(wanted[i].tensor);
+      chunk_references.push_back(wanted[i].reference);
+    }
+    const TensorMap ort = ortIntermediates(context.ort, path, feeds, ort_names);
+    std::map<size_t, LevelDifference> differences;  // by index into `wanted`
+    algos::forEachBatchRun(reference, feeds, chunk_references, context.fixed_batch, overrides,
+                           [&](int64_t run, int64_t run_count, TensorMap&& values) {
+                             for (size_t i = begin; i < end; ++i) {
+                               const ComparedTensor& c = wanted[i];
+                               const at::Tensor& value = values.at(c.reference);
+                               const at::Tensor got =
+                                   partOf(ort.at(c.tensor), value, run, run_count);
+                               if (run == 0) {
+                                 // The first run decides which reference a shared tensor is
+                                 // compared with.
+                                 if (!got.defined() || compared.count(c.tensor)) continue;
+                                 compared.insert(c.tensor);
+                                 differences[i];
+                               }
+                               auto it = differences.find(i);
+                               if (it == differences.end()) continue;
+                               if (!got.defined()) {
+                                 differences.erase(it);  // the shapes stop lining up: no comparison
+                                 continue;
+                               }
+                               it->second.add(value, got, c.scale, c.zero_point);
+                             }
+                           });
+    for (const auto& [i, d] : differences) {
+      out.push_back(Divergence{wanted[i].quantizer, wanted[i].tensor, d.maxSteps(),
+                               static_cast<int64_t>(out.size()), 0, d.shareOff()});
     }
     begin = end;
   }
@@ -160,51 +244,21 @@ std::vector<Divergence> traceQdq(const TraceContext& context, passes::PreparedMo
                                  const std::vector<Encoding>& encodings, const std::string& path,
                                  const TensorMap& feeds, const TensorMap& sim_overrides) {
   const nlohmann::json quantized = manifest.value("quantized_values", nlohmann::json::object());
-  std::vector<std::tuple<std::string, std::string, const Encoding*>> wanted;  // fq, tensor, enc
+  // A quantizer shared by several values (Concat's inputs) has FakeQuantize nodes on each, but
+  // the QDQ model names one tensor for it: compareTensors compares that tensor once.
+  std::vector<ComparedTensor> wanted;
   for (const Node* n : model.graph().topologicalOrder()) {
     if (!passes::isFakeQuantize(n)) continue;
     const std::string fq_quantizer = passes::quantizerOf(*n);
     for (const Encoding& e : encodings) {
       if (e.quantizer != fq_quantizer || e.role != "activation" || !e.per_tensor) continue;
       if (!quantized.contains(e.quantizer)) continue;
-      wanted.emplace_back(n->output(0)->name(), quantized[e.quantizer].get<std::string>(), &e);
+      wanted.push_back(ComparedTensor{e.quantizer, quantized[e.quantizer].get<std::string>(),
+                                      n->output(0)->name(), e.scale, e.zero_point});
       break;
     }
   }
-  // A quantizer shared by several values (Concat's inputs) has FakeQuantize nodes on each, but
-  // the QDQ model names one tensor for it: compare that tensor with the first of those values of
-  // its shape, once.
-  std::set<std::string> compared;
-  std::vector<std::string> fq_outs;
-  for (const auto& [fq_out, tensor, e] : wanted)
-    fq_outs.push_back(fq_out);
-  const std::vector<int64_t> elements =
-      elementCounts(model.executor(), feeds, fq_outs, context.fixed_batch, sim_overrides);
-  return differencesInChunks(elements, context.chunk_bytes, [&](size_t begin, size_t end) {
-    std::vector<std::string> ort_names, sim_names;
-    for (size_t i = begin; i < end; ++i) {
-      const auto& [fq_out, tensor, e] = wanted[i];
-      if (std::find(ort_names.begin(), ort_names.end(), tensor) == ort_names.end()) {
-        ort_names.push_back(tensor);
-      }
-      sim_names.push_back(fq_out);
-    }
-    const TensorMap ort = ortIntermediates(context.ort, path, feeds, ort_names);
-    TensorMap sim =
-        algos::runInBatches(model.executor(), feeds, sim_names, context.fixed_batch, sim_overrides);
-    std::vector<TensorPair> pairs;
-    for (size_t i = begin; i < end; ++i) {
-      const auto& [fq_out, tensor, e] = wanted[i];
-      const at::Tensor& got = ort.at(tensor);
-      if (compared.count(tensor) || sim.at(fq_out).sizes() != got.sizes()) continue;
-      compared.insert(tensor);
-      const at::Tensor levels =
-          ((sim.at(fq_out).to(at::kDouble) / e->scale).round() + e->zero_point).to(at::kFloat);
-      sim.erase(fq_out);  // only the levels are held
-      pairs.emplace_back(e->quantizer, tensor, levels, got);
-    }
-    return pairs;
-  });
+  return compareTensors(context, model.executor(), path, feeds, wanted, sim_overrides);
 }
 
 std::vector<Divergence> traceQOperator(const TraceContext& context, const nlohmann::json& manifest,
@@ -215,30 +269,20 @@ std::vector<Divergence> traceQOperator(const TraceContext& context, const nlohma
   for (const auto& [quantizer, tensor] : quantized.items()) {
     quantizer_of[tensor.get<std::string>()] = quantizer;
   }
-  std::vector<std::string> names;
+  std::vector<ComparedTensor> wanted;
   for (const Node* n : qop.topologicalOrder()) {
     const std::string& op = n->opType();
+    const std::string& name = n->output(0)->name();
     // A quantizer written as arithmetic stays float in this model; its Clip holds the integers.
-    const bool arithmetic_levels = op == "Clip" && quantizer_of.count(n->output(0)->name());
+    const bool arithmetic_levels = op == "Clip" && quantizer_of.count(name);
     if (op == "QuantizeLinear" || op.rfind("QLinear", 0) == 0 ||
         (op == "QGemm" && n->inputs().size() > 7) || arithmetic_levels) {
-      names.push_back(n->output(0)->name());
+      const auto it = quantizer_of.find(name);
+      wanted.push_back(
+          ComparedTensor{it == quantizer_of.end() ? "" : it->second, name, name, std::nullopt, 0});
     }
   }
-  const std::vector<int64_t> elements = elementCounts(emulator, feeds, names, context.fixed_batch);
-  return differencesInChunks(elements, context.chunk_bytes, [&](size_t begin, size_t end) {
-    const std::vector<std::string> chunk(names.begin() + static_cast<std::ptrdiff_t>(begin),
-                                         names.begin() + static_cast<std::ptrdiff_t>(end));
-    const TensorMap ort = ortIntermediates(context.ort, path, feeds, chunk);
-    const TensorMap emu = algos::runInBatches(emulator, feeds, chunk, context.fixed_batch);
-    std::vector<TensorPair> pairs;
-    for (const std::string& name : chunk) {
-      const auto it = quantizer_of.find(name);
-      pairs.emplace_back(it == quantizer_of.end() ? "" : it->second, name, emu.at(name),
-                         ort.at(name));
-    }
-    return pairs;
-  });
+  return compareTensors(context, emulator, path, feeds, wanted, {});
 }
 
 TraceSummary summarize(const std::vector<Divergence>& tensors) {

@@ -76,6 +76,31 @@ TEST(ModelFeedsTest, RunsAFixedBatchModelOneBatchAtATime) {
             (std::vector<int64_t>{3, 4, 1}));
 }
 
+TEST(ModelFeedsTest, ForEachBatchRunHandsOverEveryRunInOrderAndKeepsNothing) {
+  const Graph g = fixedBatchGraph();
+  Executor executor(g);
+  const at::Tensor x = at::arange(12, at::kFloat).reshape({3, 4});
+  const TensorMap feeds = {{"x", x}, {"rate", at::scalar_tensor(3, at::kLong)}};
+  std::vector<std::pair<int64_t, int64_t>> seen;
+  forEachBatchRun(executor, feeds, {"y"}, 1, {}, [&](int64_t run, int64_t runs, TensorMap&& out) {
+    seen.emplace_back(run, runs);
+    EXPECT_TRUE(at::equal(out.at("y"), x.slice(0, run, run + 1).reshape({1, 2, 2}) * 3)) << run;
+  });
+  EXPECT_EQ(seen, (std::vector<std::pair<int64_t, int64_t>>{{0, 3}, {1, 3}, {2, 3}}));
+
+  // No fixed batch: one run of every row.
+  const Graph pairs = fixedBatchGraph(2);
+  Executor pair_executor(pairs);
+  const TensorMap two = {{"x", x.slice(0, 0, 2)}, {"rate", at::scalar_tensor(2, at::kLong)}};
+  seen.clear();
+  forEachBatchRun(pair_executor, two, {"y"}, 0, {},
+                  [&](int64_t run, int64_t runs, TensorMap&& out) {
+                    seen.emplace_back(run, runs);
+                    EXPECT_EQ(out.at("y").size(0), 2);
+                  });
+  EXPECT_EQ(seen, (std::vector<std::pair<int64_t, int64_t>>{{0, 1}}));
+}
+
 TEST(ModelFeedsTest, FeedsOfABatchWithAndWithoutNamedInputs) {
   data::Batch one;
   one.inputs = at::ones({2, 4});

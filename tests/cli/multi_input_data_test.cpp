@@ -8,8 +8,11 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 
 #include "data/npy.h"
+#include "ir/onnx_export.h"
+#include "ir/onnx_import.h"
 #include "support/cli_runner.h"
 #include "support/onnx_builder.h"
 
@@ -113,6 +116,51 @@ TEST(MultiInputDataCli, QuantizeEvalAndVerifyFeedEveryInputOneSampleAtATime) {
   ASSERT_FALSE(j["failures"].empty());
   EXPECT_NE(j["failures"][0].get<std::string>().find("SQNR"), std::string::npos);
   EXPECT_TRUE(j["comparisons"][0]["outputs"][0].contains("iou"));
+}
+
+// The trace of a model with a fixed batch compares ORT's integers of all traced samples with the
+// simulation one run of that batch at a time: a broken scale in the QDQ model is still the first
+// tensor beyond one level, with every traced sample compared, also with room for one tensor.
+TEST(MultiInputDataCli, TheTraceOfAFixedBatchModelComparesOneRunAtATime) {
+  const std::string dir = makeTempDir("multi_input");
+  const std::string model = gainMapModel(dir);
+  const std::string out = dir + "/q";
+  CliResult r = runCli("quantize " + model + " --backend TensorRT --calib " + kData +
+                       " --calib-batch 4 --calib-batches 3 --out " + out + " --quiet");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  std::ifstream manifest_file(out + "/deploy.json");
+  const nlohmann::json manifest = nlohmann::json::parse(manifest_file);
+  // The Conv's output, read by the Mul: its QuantizeLinear's scale grows by half.
+  std::string victim;
+  for (const auto& [quantizer, tensor] : manifest["quantized_values"].items()) {
+    if (quantizer == "c") victim = tensor.get<std::string>();
+  }
+  ASSERT_FALSE(victim.empty()) << manifest["quantized_values"].dump();
+  Graph g = importOnnxFile(out + "/model.qdq.onnx");
+  Value* scale = g.value(victim)->producer()->input(1);
+  scale->setInitializer(scale->initializer() * 1.5);
+  exportOnnxFile(g, out + "/model.qdq.onnx");
+
+  for (const char* memory : {"1G", "1"}) {
+    r = runCli("verify " + out + " --data " + kData + " --trace-memory " + memory + " --json",
+               ortEnv());
+    EXPECT_EQ(r.exit_code, 1) << r.out;
+    const nlohmann::json j = jsonOf(r);
+    EXPECT_EQ(j["fixed_batch"], 1);
+    const nlohmann::json* sim = nullptr;
+    for (const auto& c : j["comparisons"]) {
+      if (c["model"] == "qdq" && c["reference"] == "simulation") sim = &c;
+    }
+    ASSERT_NE(sim, nullptr) << j.dump(2);
+    ASSERT_TRUE(sim->contains("first_divergence")) << sim->dump(2);
+    EXPECT_EQ((*sim)["first_divergence"]["tensor"], victim) << memory;
+    EXPECT_EQ((*sim)["first_divergence"]["quantizer"], "c") << memory;
+    // The input's quantizer and the Conv's output: both compared, in graph order.
+    EXPECT_EQ((*sim)["first_divergence"]["index"], 1) << sim->dump(2);
+    EXPECT_EQ((*sim)["first_divergence"]["compared"], 2) << sim->dump(2);
+    // Scaled by 1.5, most of the map moves by more than one level.
+    EXPECT_GT((*sim)["first_divergence"]["share_off"].get<double>(), 0.3) << sim->dump(2);
+  }
 }
 
 TEST(MultiInputDataCli, DataMistakesNameTheInputAndWriteNothing) {
