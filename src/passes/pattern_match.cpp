@@ -40,6 +40,11 @@ bool isScalarConstant(const Value* v, double expected) {
   return value && closeTo(*value, expected);
 }
 
+std::optional<double> clipBound(const Node& clip, size_t slot, const char* attribute) {
+  if (const Attribute* a = clip.attributes.find(attribute)) return a->f;
+  return clip.inputs().size() > slot ? scalarConstant(clip.input(slot)) : std::nullopt;
+}
+
 const Value* otherInput(const Node& node, const Value* v) {
   if (node.inputs().size() != 2) return nullptr;
   if (node.input(0) == v) return node.input(1);

@@ -23,6 +23,10 @@ bool closeTo(double value, double expected);
 // True when `v` is a one-number constant close to `expected`.
 bool isScalarConstant(const Value* v, double expected);
 
+// A Clip's bound: its `attribute` ("min", "max") before opset 11, else its input `slot` (1, 2)
+// when that is a one-number constant; nullopt when there is none.
+std::optional<double> clipBound(const Node& clip, size_t slot, const char* attribute);
+
 // The other input of binary `node` when one of its two inputs is `v`.
 const Value* otherInput(const Node& node, const Value* v);
 

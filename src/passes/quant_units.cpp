@@ -122,6 +122,8 @@ std::pair<std::vector<Node*>, const char*> writtenOutOp(const Graph& graph, Node
     return {std::move(gelu), "Gelu"};
   if (std::vector<Node*> hard_swish = matchDecomposedHardSwish(graph, node); !hard_swish.empty())
     return {std::move(hard_swish), "HardSwish"};
+  if (std::vector<Node*> hard_swish = matchClippedHardSwish(graph, node); !hard_swish.empty())
+    return {std::move(hard_swish), "HardSwish"};
   if (std::vector<Node*> silu = matchDecomposedSilu(graph, node); !silu.empty())
     return {std::move(silu), "Swish"};
   return {{}, ""};

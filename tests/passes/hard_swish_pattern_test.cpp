@@ -94,6 +94,98 @@ TEST(HardSwishPattern, ThePairComputesHardSwish) {
   EXPECT_TRUE(at::allclose(out.at("h"), at::hardswish(c), 1e-5, 1e-6));
 }
 
+// x[2,3,6,6] -> Conv(w1, b1, pad 1) -> c -> Add(c, 3) -> Clip(0, 6) -> then Mul by c and Div by 6
+// (`sixth_first` false), or Mul by 1/6 and then Mul by c -> Conv(w2) -> y: Paddle2ONNX's HardSwish.
+// `clip_attributes` writes the bounds as opset-9 attributes; `bound`, `shift` and `multiplier`
+// bend the chain into what is no HardSwish.
+struct ClippedSpec {
+  bool sixth_first = false;
+  bool clip_attributes = false;
+  double shift = 3.0;
+  double bound = 6.0;
+  bool multiply_other = false;  // the Mul takes the Conv's input's Relu, not c
+};
+
+Graph convClippedHardSwishConv(ClippedSpec spec = {}) {
+  Graph g = convHardSwishConv(Activation::Op);
+  // Rebuild the activation: drop the HardSwish op, put the chain between "c" and "h".
+  Node* op = g.findNode("hard_swish");
+  Value* c = g.value("c");
+  Value* other = spec.multiply_other ? g.addNode("Relu", {c}, {"r"}, "relu")->output(0) : c;
+  Node* add = g.addNode("Add", {c, g.addInitializer("three", at::scalar_tensor(spec.shift))},
+                        {"shifted"}, "add");
+  Node* clip = nullptr;
+  if (spec.clip_attributes) {
+    clip = g.addNode("Clip", {add->output(0)}, {"relu6"}, "clip");
+    clip->attributes.set(Attribute::makeFloat("min", 0.f));
+    clip->attributes.set(Attribute::makeFloat("max", static_cast<float>(spec.bound)));
+  } else {
+    clip = g.addNode("Clip",
+                     {add->output(0), g.addInitializer("lo", at::scalar_tensor(0.f)),
+                      g.addInitializer("hi", at::scalar_tensor(static_cast<float>(spec.bound)))},
+                     {"relu6"}, "clip");
+  }
+  Value* h = nullptr;
+  if (spec.sixth_first) {
+    Node* sixth =
+        g.addNode("Mul", {clip->output(0), g.addInitializer("sixth", at::scalar_tensor(1.f / 6))},
+                  {"gate"}, "scale");
+    h = g.addNode("Mul", {other, sixth->output(0)}, {"h2"}, "mul")->output(0);
+  } else {
+    Node* product = g.addNode("Mul", {clip->output(0), other}, {"product"}, "mul");
+    h = g.addNode("Div", {product->output(0), g.addInitializer("six", at::scalar_tensor(6.f))},
+                  {"h2"}, "scale")
+            ->output(0);
+  }
+  g.setInput(g.findNode("conv2"), 0, h);
+  g.removeNode(op);
+  return g;
+}
+
+TEST(HardSwishPattern, PaddlesClippedFormMatchesWithTheDivisionBeforeOrAfterTheMul) {
+  for (bool sixth_first : {false, true}) {
+    for (bool clip_attributes : {false, true}) {
+      Graph g = convClippedHardSwishConv({sixth_first, clip_attributes});
+      const std::vector<std::string> want =
+          sixth_first ? std::vector<std::string>{"add", "clip", "scale", "mul"}
+                      : std::vector<std::string>{"add", "clip", "mul", "scale"};
+      EXPECT_EQ(namesOf(passes::matchClippedHardSwish(g, g.findNode("add"))), want)
+          << sixth_first << clip_attributes;
+      EXPECT_TRUE(passes::matchClippedHardSwish(g, g.findNode("clip")).empty());
+    }
+  }
+}
+
+TEST(HardSwishPattern, OtherClippedChainsDoNotMatch) {
+  ClippedSpec shift2;
+  shift2.shift = 2.0;
+  ClippedSpec relu5;
+  relu5.bound = 5.0;
+  ClippedSpec other;
+  other.multiply_other = true;
+  for (const ClippedSpec& spec : {shift2, relu5, other}) {
+    Graph g = convClippedHardSwishConv(spec);
+    EXPECT_TRUE(passes::matchClippedHardSwish(g, g.findNode("add")).empty())
+        << spec.shift << " " << spec.bound << " " << spec.multiply_other;
+  }
+  Graph g = convClippedHardSwishConv();
+  g.addOutput(g.value("relu6"));  // the Relu6 is read outside the chain
+  EXPECT_TRUE(passes::matchClippedHardSwish(g, g.findNode("add")).empty());
+}
+
+TEST(HardSwishPattern, TheClippedChainComputesHardSwish) {
+  for (bool sixth_first : {false, true}) {
+    Graph g = convClippedHardSwishConv({sixth_first, false});
+    g.addOutput(g.value("h2"));
+    at::manual_seed(2);
+    const at::Tensor x = at::randn({2, 3, 6, 6}) * 3;
+    const auto out = Executor(g).run({{"x", x}});
+    const at::Tensor c =
+        at::conv2d(x, g.value("w1")->initializer(), g.value("b1")->initializer(), 1, 1);
+    EXPECT_TRUE(at::allclose(out.at("h2"), at::hardswish(c), 1e-5, 1e-6)) << sixth_first;
+  }
+}
+
 struct UnitPlacement {
   std::vector<std::string> units;
   std::vector<std::string> quantized;  // values with a quantizer, sorted
@@ -125,6 +217,9 @@ TEST(HardSwishPattern, PlacementOfTheWrittenOutPairEqualsPlacementOfTheOp) {
     EXPECT_EQ(a.units, (std::vector<std::string>{"Conv", "Conv"}));
     EXPECT_EQ(a.quantized, (std::vector<std::string>{"h", "x"}));
     EXPECT_EQ(a.quantized, placementOf(op, trt).quantized);
+    const UnitPlacement clipped = placementOf(convClippedHardSwishConv(), trt);
+    EXPECT_EQ(clipped.units, (std::vector<std::string>{"Conv", "Conv"}));
+    EXPECT_EQ(clipped.quantized, (std::vector<std::string>{"h2", "x"}));
   }
   {
     const backends::BackendConfig qnn = backends::loadBackend("QNN");
@@ -133,6 +228,9 @@ TEST(HardSwishPattern, PlacementOfTheWrittenOutPairEqualsPlacementOfTheOp) {
     EXPECT_EQ(a.units, (std::vector<std::string>{"Conv", "HardSigmoid+Mul", "Conv"}));
     EXPECT_EQ(b.units, (std::vector<std::string>{"Conv", "HardSwish", "Conv"}));
     EXPECT_EQ(a.quantized, b.quantized);
+    const UnitPlacement clipped = placementOf(convClippedHardSwishConv(), qnn);
+    EXPECT_EQ(clipped.units, (std::vector<std::string>{"Conv", "Add+Clip+Mul+Div", "Conv"}));
+    EXPECT_EQ(clipped.quantized, (std::vector<std::string>{"c", "h2", "x", "y"}));
   }
 }
 

@@ -2,11 +2,11 @@
 
 #include <ATen/ATen.h>
 
-#include <cmath>
 #include <sstream>
 
 #include "core/error.h"
 #include "deploy/formats/format_support.h"
+#include "passes/pattern_match.h"
 
 namespace qforge::deploy::formats {
 
@@ -14,21 +14,13 @@ namespace {
 
 const char* const kFormat = "Tengine";
 
-// A Clip input or attribute bound, NaN when absent or not constant.
-double clipBound(const Node& clip, size_t slot, const char* attribute) {
-  if (const Attribute* a = clip.attributes.find(attribute)) return a->f;
-  const Value* v = clip.input(slot);
-  if (v == nullptr || !v->isInitializer() || v->initializer().numel() != 1) return std::nan("");
-  return v->initializer().item<double>();
-}
-
 // Tengine fuses Conv + Relu and Conv + Relu6 (Clip 0..6): the Conv writes the activation.
 const Value* fusedConvOutput(const Value& activation) {
   const Node* act = activation.producer();
   if (act == nullptr || !act->domain().empty()) return nullptr;
   const bool relu = act->opType() == "Relu";
-  const bool relu6 = act->opType() == "Clip" && clipBound(*act, 1, "min") == 0.0 &&
-                     clipBound(*act, 2, "max") == 6.0;
+  const bool relu6 = act->opType() == "Clip" && passes::clipBound(*act, 1, "min") == 0.0 &&
+                     passes::clipBound(*act, 2, "max") == 6.0;
   if (!relu && !relu6) return nullptr;
   const Value* in = act->input(0);
   if (in == nullptr || in->producer() == nullptr || in->producer()->opType() != "Conv") {
