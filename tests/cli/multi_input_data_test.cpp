@@ -53,13 +53,20 @@ nlohmann::json jsonOf(const CliResult& r) {
                                     : nlohmann::json::parse(r.out.substr(start));
 }
 
+// The gain map quantized for TensorRT on kData into `out`; its exit code.
+int quantizeGainMap(const std::string& model, const std::string& out) {
+  const CliResult r = runCli("quantize " + model + " --backend TensorRT --calib " + kData +
+                             " --calib-batch 4 --calib-batches 3 --out " + out + " --quiet");
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  return r.exit_code;
+}
+
 TEST(MultiInputDataCli, QuantizeEvalAndVerifyFeedEveryInputOneSampleAtATime) {
   const std::string dir = makeTempDir("multi_input");
   const std::string model = gainMapModel(dir);
   const std::string out = dir + "/q";
-  CliResult r = runCli("quantize " + model + " --backend TensorRT --calib " + kData +
-                       " --calib-batch 4 --calib-batches 3 --out " + out + " --quiet");
-  ASSERT_EQ(r.exit_code, 0) << r.out;
+  ASSERT_EQ(quantizeGainMap(model, out), 0);
+  CliResult r;
 
   // eval on the prepared directory: the simulated quantization, outputs only.
   r = runCli("eval " + out + " --data " + kData + " --metric none --json --dump-outputs " + dir +
@@ -125,9 +132,8 @@ TEST(MultiInputDataCli, TheTraceOfAFixedBatchModelComparesOneRunAtATime) {
   const std::string dir = makeTempDir("multi_input");
   const std::string model = gainMapModel(dir);
   const std::string out = dir + "/q";
-  CliResult r = runCli("quantize " + model + " --backend TensorRT --calib " + kData +
-                       " --calib-batch 4 --calib-batches 3 --out " + out + " --quiet");
-  ASSERT_EQ(r.exit_code, 0) << r.out;
+  ASSERT_EQ(quantizeGainMap(model, out), 0);
+  CliResult r;
   std::ifstream manifest_file(out + "/deploy.json");
   const nlohmann::json manifest = nlohmann::json::parse(manifest_file);
   // The Conv's output, read by the Mul: its QuantizeLinear's scale grows by half.

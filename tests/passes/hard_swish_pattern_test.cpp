@@ -21,39 +21,20 @@ enum class Activation { WrittenOut, Op, SqueezeGate };
 // x[2,3,6,6] -> Conv(w1[4,3,3,3], b1, pad 1) -> HardSwish (written out, the op, or a gate that
 // scales the Conv's output by HardSigmoid of another value) -> Conv(w2[2,4,1,1]) -> y.
 Graph convHardSwishConv(Activation activation, double alpha = 1.0 / 6.0, bool mul_x_first = false) {
-  at::manual_seed(21);
-  Graph g;
-  g.model.opset_imports[""] = 14;  // HardSwish's first opset
-  Value* x = g.addValue("x");
-  x->type = TensorType{DType::Float, std::vector<Dim>{Dim::symbolic("N"), Dim::known(3),
-                                                      Dim::known(6), Dim::known(6)}};
-  g.addInput(x);
-  Node* c1 = g.addNode("Conv",
-                       {x, g.addInitializer("w1", at::randn({4, 3, 3, 3}) * 0.5),
-                        g.addInitializer("b1", at::randn({4}) * 0.1)},
-                       {"c"}, "conv1");
-  c1->attributes.set(Attribute::makeInts("pads", {1, 1, 1, 1}));
-  Value* c = c1->output(0);
-  Value* h = nullptr;
-  if (activation == Activation::Op) {
-    h = g.addNode("HardSwish", {c}, {"h"}, "hard_swish")->output(0);
-  } else {
+  auto hard_swish = [&](Graph& g, Value* c) -> Value* {
+    if (activation == Activation::Op)
+      return g.addNode("HardSwish", {c}, {"h"}, "hard_swish")->output(0);
     Value* gate_input = c;
     if (activation == Activation::SqueezeGate)
       gate_input = g.addNode("ReduceMean", {c}, {"pooled"}, "pool")->output(0);
     Node* hs = g.addNode("HardSigmoid", {gate_input}, {"gate"}, "hard_sigmoid");
     hs->attributes.set(Attribute::makeFloat("alpha", static_cast<float>(alpha)));
     hs->attributes.set(Attribute::makeFloat("beta", 0.5f));
-    h = (mul_x_first ? g.addNode("Mul", {c, hs->output(0)}, {"h"}, "mul")
-                     : g.addNode("Mul", {hs->output(0), c}, {"h"}, "mul"))
-            ->output(0);
-  }
-  Node* c2 =
-      g.addNode("Conv", {h, g.addInitializer("w2", at::randn({2, 4, 1, 1}) * 0.5)}, {"y"}, "conv2");
-  c2->output(0)->type = TensorType{DType::Float, std::vector<Dim>{Dim::symbolic("N"), Dim::known(2),
-                                                                  Dim::known(6), Dim::known(6)}};
-  g.addOutput(c2->output(0));
-  return g;
+    return (mul_x_first ? g.addNode("Mul", {c, hs->output(0)}, {"h"}, "mul")
+                        : g.addNode("Mul", {hs->output(0), c}, {"h"}, "mul"))
+        ->output(0);
+  };
+  return convActivationConv(21, hard_swish, 14);  // HardSwish's first opset
 }
 
 TEST(HardSwishPattern, HardSigmoidOfXTimesXMatchesInEitherOperandOrder) {
@@ -184,26 +165,6 @@ TEST(HardSwishPattern, TheClippedChainComputesHardSwish) {
         at::conv2d(x, g.value("w1")->initializer(), g.value("b1")->initializer(), 1, 1);
     EXPECT_TRUE(at::allclose(out.at("h2"), at::hardswish(c), 1e-5, 1e-6)) << sixth_first;
   }
-}
-
-struct UnitPlacement {
-  std::vector<std::string> units;
-  std::vector<std::string> quantized;  // values with a quantizer, sorted
-};
-
-UnitPlacement placementOf(const Graph& g, const backends::BackendConfig& backend) {
-  UnitPlacement p;
-  for (const passes::QuantUnit& u : passes::findQuantUnits(g, backend)) {
-    p.units.push_back(u.ops());
-    for (const Use& in : u.activation_inputs)
-      p.quantized.push_back(in.node->input(in.index)->name());
-    if (backend.placement.unit_outputs && u.output_carries_activations)
-      p.quantized.push_back(u.output->name());
-  }
-  // One quantizer per value, however many readers ask for it.
-  std::sort(p.quantized.begin(), p.quantized.end());
-  p.quantized.erase(std::unique(p.quantized.begin(), p.quantized.end()), p.quantized.end());
-  return p;
 }
 
 // TensorRT lists no HardSwish: float between the convolutions, only what each Conv reads is

@@ -22,33 +22,18 @@ enum class Activation { WrittenOut, SqueezeGate, OtherOperand };
 // x[2,3,6,6] -> Conv(w1[4,3,3,3], b1, pad 1) -> Sigmoid(c) * c (or a gate that scales c by the
 // Sigmoid of its mean, or Sigmoid(c) times Relu(c)) -> Conv(w2[2,4,1,1]) -> y.
 Graph convSiluConv(Activation activation = Activation::WrittenOut, bool mul_x_first = false) {
-  at::manual_seed(31);
-  Graph g;
-  Value* x = g.addValue("x");
-  x->type = TensorType{DType::Float, std::vector<Dim>{Dim::symbolic("N"), Dim::known(3),
-                                                      Dim::known(6), Dim::known(6)}};
-  g.addInput(x);
-  Node* c1 = g.addNode("Conv",
-                       {x, g.addInitializer("w1", at::randn({4, 3, 3, 3}) * 0.5),
-                        g.addInitializer("b1", at::randn({4}) * 0.1)},
-                       {"c"}, "conv1");
-  c1->attributes.set(Attribute::makeInts("pads", {1, 1, 1, 1}));
-  Value* c = c1->output(0);
-  Value* gate_input = c;
-  if (activation == Activation::SqueezeGate)
-    gate_input = g.addNode("ReduceMean", {c}, {"pooled"}, "pool")->output(0);
-  Value* gate = g.addNode("Sigmoid", {gate_input}, {"gate"}, "sigmoid")->output(0);
-  Value* scaled = c;
-  if (activation == Activation::OtherOperand)
-    scaled = g.addNode("Relu", {c}, {"r"}, "relu")->output(0);
-  Node* mul = mul_x_first ? g.addNode("Mul", {scaled, gate}, {"h"}, "mul")
-                          : g.addNode("Mul", {gate, scaled}, {"h"}, "mul");
-  Node* c2 = g.addNode("Conv", {mul->output(0), g.addInitializer("w2", at::randn({2, 4, 1, 1}))},
-                       {"y"}, "conv2");
-  c2->output(0)->type = TensorType{DType::Float, std::vector<Dim>{Dim::symbolic("N"), Dim::known(2),
-                                                                  Dim::known(6), Dim::known(6)}};
-  g.addOutput(c2->output(0));
-  return g;
+  return convActivationConv(31, [&](Graph& g, Value* c) {
+    Value* gate_input = c;
+    if (activation == Activation::SqueezeGate)
+      gate_input = g.addNode("ReduceMean", {c}, {"pooled"}, "pool")->output(0);
+    Value* gate = g.addNode("Sigmoid", {gate_input}, {"gate"}, "sigmoid")->output(0);
+    Value* scaled = c;
+    if (activation == Activation::OtherOperand)
+      scaled = g.addNode("Relu", {c}, {"r"}, "relu")->output(0);
+    return (mul_x_first ? g.addNode("Mul", {scaled, gate}, {"h"}, "mul")
+                        : g.addNode("Mul", {gate, scaled}, {"h"}, "mul"))
+        ->output(0);
+  });
 }
 
 TEST(SiluPattern, SigmoidOfXTimesXMatchesInEitherOperandOrder) {
@@ -88,25 +73,6 @@ TEST(SiluPattern, ThePairComputesSilu) {
   const at::Tensor c =
       at::conv2d(x, g.value("w1")->initializer(), g.value("b1")->initializer(), 1, 1);
   EXPECT_TRUE(at::allclose(out.at("h"), at::silu(c), 1e-5, 1e-6));
-}
-
-struct UnitPlacement {
-  std::vector<std::string> units;
-  std::vector<std::string> quantized;  // values with a quantizer, sorted
-};
-
-UnitPlacement placementOf(const Graph& g, const backends::BackendConfig& backend) {
-  UnitPlacement p;
-  for (const passes::QuantUnit& u : passes::findQuantUnits(g, backend)) {
-    p.units.push_back(u.ops());
-    for (const Use& in : u.activation_inputs)
-      p.quantized.push_back(in.node->input(in.index)->name());
-    if (backend.placement.unit_outputs && u.output_carries_activations)
-      p.quantized.push_back(u.output->name());
-  }
-  std::sort(p.quantized.begin(), p.quantized.end());
-  p.quantized.erase(std::unique(p.quantized.begin(), p.quantized.end()), p.quantized.end());
-  return p;
 }
 
 // TensorRT lists Mul but no Sigmoid: the SiLU is float, as nn.SiLU is in MQBench and inside

@@ -4,12 +4,15 @@
 #include <ATen/ATen.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "backends/backend_config.h"
 #include "ir/graph.h"
 #include "passes/prepare.h"
+#include "passes/quant_units.h"
 
 namespace qforge::testing {
 
@@ -62,6 +65,55 @@ inline std::vector<std::string> namesOf(const std::vector<Node*>& nodes) {
   for (const Node* n : nodes)
     names.push_back(n->name());
   return names;
+}
+
+// x[N,3,6,6] -> Conv(w1[4,3,3,3], b1, pad 1) -> c -> activation(g, c) -> Conv(w2[2,4,1,1]) -> y,
+// the weights drawn after at::manual_seed(seed): the graph the written-out-activation tests place.
+// `opset` (when > 0) is the graph's default-domain opset.
+inline Graph convActivationConv(uint64_t seed,
+                                const std::function<Value*(Graph&, Value* c)>& activation,
+                                int64_t opset = 0) {
+  at::manual_seed(seed);
+  Graph g;
+  if (opset > 0) g.model.opset_imports[""] = opset;
+  Value* x = g.addValue("x");
+  x->type = TensorType{DType::Float, std::vector<Dim>{Dim::symbolic("N"), Dim::known(3),
+                                                      Dim::known(6), Dim::known(6)}};
+  g.addInput(x);
+  Node* c1 = g.addNode("Conv",
+                       {x, g.addInitializer("w1", at::randn({4, 3, 3, 3}) * 0.5),
+                        g.addInitializer("b1", at::randn({4}) * 0.1)},
+                       {"c"}, "conv1");
+  c1->attributes.set(Attribute::makeInts("pads", {1, 1, 1, 1}));
+  Value* h = activation(g, c1->output(0));
+  Node* c2 =
+      g.addNode("Conv", {h, g.addInitializer("w2", at::randn({2, 4, 1, 1}) * 0.5)}, {"y"}, "conv2");
+  c2->output(0)->type = TensorType{DType::Float, std::vector<Dim>{Dim::symbolic("N"), Dim::known(2),
+                                                                  Dim::known(6), Dim::known(6)}};
+  g.addOutput(c2->output(0));
+  return g;
+}
+
+// Where a backend puts the units of `g` and which values get a quantizer: what the written-out-op
+// tests compare between an op and its written-out form.
+struct UnitPlacement {
+  std::vector<std::string> units;      // each unit's ops ("Sigmoid+Mul"), in graph order
+  std::vector<std::string> quantized;  // values with a quantizer, sorted, each once
+};
+
+inline UnitPlacement placementOf(const Graph& g, const backends::BackendConfig& backend) {
+  UnitPlacement p;
+  for (const passes::QuantUnit& u : passes::findQuantUnits(g, backend)) {
+    p.units.push_back(u.ops());
+    for (const Use& in : u.activation_inputs)
+      p.quantized.push_back(in.node->input(in.index)->name());
+    if (backend.placement.unit_outputs && u.output_carries_activations)
+      p.quantized.push_back(u.output->name());
+  }
+  // One quantizer per value, however many readers ask for it.
+  std::sort(p.quantized.begin(), p.quantized.end());
+  p.quantized.erase(std::unique(p.quantized.begin(), p.quantized.end()), p.quantized.end());
+  return p;
 }
 
 // x[2,2,5,5] -> Conv(w1[3,2,3,3], b1, pad 1) -> Relu -> Conv(w2[2,3,1,1]) -> y
