@@ -133,10 +133,11 @@ std::pair<std::vector<Node*>, const char*> writtenOutOp(const Graph& graph, Node
 // on its own: it has no kernel for the op and runs the pieces in integers (QNN has no Swish and
 // runs SiLU as Sigmoid and ElementWiseMultiply; ONNX Runtime's quantizer writes QLinearSigmoid
 // and QLinearMul), so they are placed as the backend places them. An op the backend lists as
-// float stays float whatever its pieces are.
+// float stays float whatever its pieces are, and so does a normalization: every toolchain fuses
+// it into one kernel, and a quantized variance rounds small variances to zero (ConvNeXt: NaN).
 bool runsThePieces(const BackendConfig& backend, const std::vector<std::string>& extra_quantizable,
-                   const char* op_type, const std::vector<Node*>& pieces) {
-  if (backend.trait(op_type) != nullptr) return false;
+                   const std::string& op_type, const std::vector<Node*>& pieces) {
+  if (backend.trait(op_type) != nullptr || op_type == "LayerNormalization") return false;
   return std::all_of(pieces.begin(), pieces.end(), [&](const Node* n) {
     const OpRole role = unitRole(backend, extra_quantizable, n->opType());
     return role == OpRole::Quantizable || role == OpRole::Fixed;

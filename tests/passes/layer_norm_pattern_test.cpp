@@ -125,8 +125,12 @@ TEST(LayerNormPattern, PlacementTreatsItAsTheBackendTreatsLayerNormalization) {
     EXPECT_EQ(in.node->input(in.index)->name(), "x");
   EXPECT_TRUE(units[0].weights.empty());
 
-  // Without LayerNormalization the ops stay float, although Add, Mul, Div... are quantizable.
+  // Without LayerNormalization the ops stay float, although Add, Mul, Div... are quantizable:
+  // listed as float, or not listed at all (unlike an activation, never run as its pieces).
   EXPECT_TRUE(passes::findQuantUnits(g, layerNormBackend(false)).empty());
+  backends::BackendConfig unlisted = layerNormBackend(false);
+  unlisted.ops.erase("LayerNormalization");
+  EXPECT_TRUE(passes::findQuantUnits(g, unlisted).empty());
 }
 
 // Rows of very small variance (2e-3 spread) beside rows of spread 10: a quantizer on the
