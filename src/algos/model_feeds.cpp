@@ -106,24 +106,34 @@ TensorMap feedsOf(const data::Batch& batch, const Graph& graph) {
   return feeds;
 }
 
+int64_t rowsOf(const TensorMap& tensors) {
+  int64_t rows = 0;
+  for (const auto& [name, t] : tensors)
+    rows = std::max<int64_t>(rows, t.dim() > 0 ? t.size(0) : 0);
+  return rows;
+}
+
+int64_t batchRuns(const TensorMap& feeds, int64_t fixed_batch) {
+  const int64_t rows = rowsOf(feeds);
+  if (fixed_batch <= 0 || rows <= fixed_batch) return 1;
+  require(rows % fixed_batch == 0, "a batch of " + std::to_string(rows) +
+                                       " rows does not split into the model's fixed batch of " +
+                                       std::to_string(fixed_batch));
+  return rows / fixed_batch;
+}
+
 void forEachBatchRun(Executor& executor, const TensorMap& feeds,
                      const std::vector<std::string>& outputs, int64_t fixed_batch,
                      const TensorMap& constants, const BatchOutputs& each) {
-  int64_t rows = -1;
-  for (const auto& [name, t] : feeds) {
-    if (t.dim() > 0) rows = std::max(rows, t.size(0));
-  }
-  if (fixed_batch <= 0 || rows <= fixed_batch) {
+  const int64_t runs = batchRuns(feeds, fixed_batch);
+  if (runs == 1) {
     TensorMap all = constants;
     for (const auto& [name, t] : feeds)
       all[name] = t;
     each(0, 1, executor.run(all, outputs));
     return;
   }
-  require(rows % fixed_batch == 0, "a batch of " + std::to_string(rows) +
-                                       " rows does not split into the model's fixed batch of " +
-                                       std::to_string(fixed_batch));
-  const int64_t runs = rows / fixed_batch;
+  const int64_t rows = rowsOf(feeds);
   for (int64_t run_index = 0; run_index < runs; ++run_index) {
     TensorMap run = constants;
     for (const auto& [name, t] : feeds) {

@@ -42,6 +42,15 @@ TensorMap runInBatches(Executor& executor, const TensorMap& feeds,
                        const std::vector<std::string>& outputs, int64_t fixed_batch,
                        const TensorMap& constants = {});
 
+// The largest first dimension among `tensors` (0 when none has one): the rows of a batch of feeds
+// or of its outputs.
+int64_t rowsOf(const TensorMap& tensors);
+
+// How many runs runInBatches makes of `feeds` for a model whose fixed batch is `fixed_batch` (one
+// when it has none, or when the feeds have no more rows than that). Throws when the rows are not
+// a multiple of `fixed_batch`.
+int64_t batchRuns(const TensorMap& feeds, int64_t fixed_batch);
+
 // What runInBatches runs, handed over one run at a time instead of concatenated: `each` gets the
 // run's index, how many runs there are, and its `outputs`; nothing is kept between runs.
 using BatchOutputs = std::function<void(int64_t run, int64_t runs, TensorMap&& outputs)>;

@@ -129,6 +129,11 @@ std::pair<std::vector<Node*>, const char*> writtenOutOp(const Graph& graph, Node
   return {{}, ""};
 }
 
+// Quantizable and fixed ops are the anchors of units; the others stay float.
+bool formsUnit(OpRole role) {
+  return role == OpRole::Quantizable || role == OpRole::Fixed;
+}
+
 // True when the backend does not list the written-out op itself but quantizes every node of it
 // on its own: it has no kernel for the op and runs the pieces in integers (QNN has no Swish and
 // runs SiLU as Sigmoid and ElementWiseMultiply; ONNX Runtime's quantizer writes QLinearSigmoid
@@ -137,10 +142,11 @@ std::pair<std::vector<Node*>, const char*> writtenOutOp(const Graph& graph, Node
 // it into one kernel, and a quantized variance rounds small variances to zero (ConvNeXt: NaN).
 bool runsThePieces(const BackendConfig& backend, const std::vector<std::string>& extra_quantizable,
                    const std::string& op_type, const std::vector<Node*>& pieces) {
-  if (backend.trait(op_type) != nullptr || op_type == "LayerNormalization") return false;
+  if (backend.trait(op_type) != nullptr || op_type == "LayerNormalization" ||
+      formsUnit(unitRole(backend, extra_quantizable, op_type)))
+    return false;
   return std::all_of(pieces.begin(), pieces.end(), [&](const Node* n) {
-    const OpRole role = unitRole(backend, extra_quantizable, n->opType());
-    return role == OpRole::Quantizable || role == OpRole::Fixed;
+    return formsUnit(unitRole(backend, extra_quantizable, n->opType()));
   });
 }
 
@@ -175,24 +181,22 @@ std::vector<QuantUnit> findQuantUnits(const Graph& graph, const BackendConfig& b
     // An op written out in primitive ops (LayerNormalization, GELU, HardSwish, SiLU) is placed as
     // the op would be: one unit when the backend quantizes that op; its pieces when the backend
     // does not list the op and quantizes each piece; else float, never quantizers inside.
-    if (auto [nodes, op_type] = writtenOutOp(graph, node); !nodes.empty()) {
+    if (auto [nodes, op_type] = writtenOutOp(graph, node);
+        !nodes.empty() && !runsThePieces(backend, extra_quantizable, op_type, nodes)) {
+      taken.insert(nodes.begin(), nodes.end());
       const OpRole role = unitRole(backend, extra_quantizable, op_type);
-      const bool as_op = role == OpRole::Quantizable || role == OpRole::Fixed;
-      if (as_op || !runsThePieces(backend, extra_quantizable, op_type, nodes)) {
-        taken.insert(nodes.begin(), nodes.end());
-        if (!as_op) continue;
-        QuantUnit unit;
-        unit.role = role;
-        unit.nodes = std::move(nodes);
-        unit.pattern = std::string(op_type) + ", decomposed";
-        unit.name = node->name().empty() ? node->outputs().front()->name() : node->name();
-        collectInputs(graph, backend, activations, unit);
-        units.push_back(std::move(unit));
-        continue;
-      }
+      if (!formsUnit(role)) continue;
+      QuantUnit unit;
+      unit.role = role;
+      unit.nodes = std::move(nodes);
+      unit.pattern = std::string(op_type) + ", decomposed";
+      unit.name = node->name().empty() ? node->outputs().front()->name() : node->name();
+      collectInputs(graph, backend, activations, unit);
+      units.push_back(std::move(unit));
+      continue;
     }
     const OpRole role = unitRole(backend, extra_quantizable, node->opType());
-    if (role != OpRole::Quantizable && role != OpRole::Fixed) continue;
+    if (!formsUnit(role)) continue;
     // An op on shapes or indices only (a Mul of two sizes, a Cast to int64) is no unit.
     if (!activations.carriesActivations(node->outputs().front()) &&
         !readsActivations(*node, activations))

@@ -81,14 +81,6 @@ at::Tensor partOf(const at::Tensor& got, const at::Tensor& part, int64_t run, in
   return rows.sizes() == part.sizes() ? rows : at::Tensor();
 }
 
-// How many runs of the model's fixed batch the traced `feeds` take (one when it has none).
-int64_t runsOf(const TensorMap& feeds, int64_t fixed_batch) {
-  int64_t rows = 0;
-  for (const auto& [name, t] : feeds)
-    rows = std::max<int64_t>(rows, t.dim() > 0 ? t.size(0) : 0);
-  return fixed_batch > 0 && rows > fixed_batch ? rows / fixed_batch : 1;
-}
-
 // Elements of each of `names` on `feeds`: one run of `executor` whose hooks record sizes and keep
 // nothing (values no output depends on are not computed and count 0).
 std::vector<int64_t> elementCounts(Executor& executor, const TensorMap& feeds,
@@ -120,7 +112,7 @@ std::vector<Divergence> compareTensors(const TraceContext& context, Executor& re
       elementCounts(reference, feeds, reference_names, context.fixed_batch, overrides);
   // Held per traced element: ORT's integer, the reference's float for one run, and the copy the
   // npy reader makes.
-  const int64_t runs = runsOf(feeds, context.fixed_batch);
+  const int64_t runs = algos::batchRuns(feeds, context.fixed_batch);
   const double bytes_per_element = 2.0 + 4.0 / static_cast<double>(runs);
 
   std::set<std::string> compared;
@@ -140,29 +132,28 @@ std::vector<Divergence> compareTensors(const TraceContext& context, Executor& re
     }
     const TensorMap ort = ortIntermediates(context.ort, path, feeds, ort_names);
     std::map<size_t, LevelDifference> differences;  // by index into `wanted`
+    auto compare_run = [&](int64_t run, int64_t run_count, TensorMap&& values) {
+      for (size_t i = begin; i < end; ++i) {
+        const ComparedTensor& c = wanted[i];
+        const at::Tensor& value = values.at(c.reference);
+        const at::Tensor got = partOf(ort.at(c.tensor), value, run, run_count);
+        if (run == 0) {
+          // The first run decides which reference a shared tensor is compared with.
+          if (!got.defined() || compared.count(c.tensor)) continue;
+          compared.insert(c.tensor);
+          differences.emplace(i, LevelDifference{});
+        }
+        auto it = differences.find(i);
+        if (it == differences.end()) continue;
+        if (!got.defined()) {
+          differences.erase(it);  // the shapes stop lining up: no comparison
+          continue;
+        }
+        it->second.add(value, got, c.scale, c.zero_point);
+      }
+    };
     algos::forEachBatchRun(reference, feeds, chunk_references, context.fixed_batch, overrides,
-                           [&](int64_t run, int64_t run_count, TensorMap&& values) {
-                             for (size_t i = begin; i < end; ++i) {
-                               const ComparedTensor& c = wanted[i];
-                               const at::Tensor& value = values.at(c.reference);
-                               const at::Tensor got =
-                                   partOf(ort.at(c.tensor), value, run, run_count);
-                               if (run == 0) {
-                                 // The first run decides which reference a shared tensor is
-                                 // compared with.
-                                 if (!got.defined() || compared.count(c.tensor)) continue;
-                                 compared.insert(c.tensor);
-                                 differences[i];
-                               }
-                               auto it = differences.find(i);
-                               if (it == differences.end()) continue;
-                               if (!got.defined()) {
-                                 differences.erase(it);  // the shapes stop lining up: no comparison
-                                 continue;
-                               }
-                               it->second.add(value, got, c.scale, c.zero_point);
-                             }
-                           });
+                           compare_run);
     for (const auto& [i, d] : differences) {
       out.push_back(Divergence{wanted[i].quantizer, wanted[i].tensor, d.maxSteps(),
                                static_cast<int64_t>(out.size()), 0, d.shareOff()});
@@ -194,9 +185,7 @@ std::vector<Encoding> encodings(const nlohmann::json& manifest) {
 }
 
 void WorstSamples::add(const TensorMap& feeds, const TensorMap& got, const TensorMap& reference) {
-  int64_t rows = 0;
-  for (const auto& [name, t] : got)
-    rows = std::max<int64_t>(rows, t.dim() > 0 ? t.size(0) : 0);
+  const int64_t rows = algos::rowsOf(got);
   if (rows == 0) return;
   at::Tensor worst = at::zeros({rows}, at::kDouble);
   for (const auto& [name, t] : got) {

@@ -70,8 +70,7 @@ TEST(HardSwishPattern, ThePairComputesHardSwish) {
   at::manual_seed(2);
   const at::Tensor x = at::randn({2, 3, 6, 6}) * 3;
   const auto out = Executor(g).run({{"x", x}});
-  const at::Tensor c =
-      at::conv2d(x, g.value("w1")->initializer(), g.value("b1")->initializer(), 1, 1);
+  const at::Tensor c = firstConvOf(g, x);
   EXPECT_TRUE(at::allclose(out.at("h"), at::hardswish(c), 1e-5, 1e-6));
 }
 
@@ -161,8 +160,7 @@ TEST(HardSwishPattern, TheClippedChainComputesHardSwish) {
     at::manual_seed(2);
     const at::Tensor x = at::randn({2, 3, 6, 6}) * 3;
     const auto out = Executor(g).run({{"x", x}});
-    const at::Tensor c =
-        at::conv2d(x, g.value("w1")->initializer(), g.value("b1")->initializer(), 1, 1);
+    const at::Tensor c = firstConvOf(g, x);
     EXPECT_TRUE(at::allclose(out.at("h2"), at::hardswish(c), 1e-5, 1e-6)) << sixth_first;
   }
 }

@@ -70,8 +70,7 @@ TEST(SiluPattern, ThePairComputesSilu) {
   at::manual_seed(3);
   const at::Tensor x = at::randn({2, 3, 6, 6}) * 3;
   const auto out = Executor(g).run({{"x", x}});
-  const at::Tensor c =
-      at::conv2d(x, g.value("w1")->initializer(), g.value("b1")->initializer(), 1, 1);
+  const at::Tensor c = firstConvOf(g, x);
   EXPECT_TRUE(at::allclose(out.at("h"), at::silu(c), 1e-5, 1e-6));
 }
 
@@ -144,8 +143,7 @@ TEST(SiluPattern, TheTensorRTModelComputesQuantizedConvolutionsAroundAFloatSilu)
     return at::fake_quantize_per_tensor_affine(t, static_cast<float>(s), 0, -127, 127);
   };
   const at::Tensor b1 = reference.value("b1")->initializer();
-  const at::Tensor w1 = reference.value("w1")->initializer();
-  const at::Tensor float_h = at::silu(at::conv2d(x, w1, b1, 1, 1));
+  const at::Tensor float_h = at::silu(firstConvOf(reference, x));
   const at::Tensor h = at::silu(at::conv2d(activation(x, x), weight("w1"), b1, 1, 1));
   const at::Tensor want = at::conv2d(activation(h, float_h), weight("w2"));
   EXPECT_TRUE(at::allclose(y, want, 1e-4, 1e-4)) << (y - want).abs().max().item<double>();

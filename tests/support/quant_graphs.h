@@ -94,6 +94,12 @@ inline Graph convActivationConv(uint64_t seed,
   return g;
 }
 
+// What convActivationConv's first Conv computes on `x` (its "c"), by ATen: the activation tests'
+// reference input.
+inline at::Tensor firstConvOf(const Graph& g, const at::Tensor& x) {
+  return at::conv2d(x, g.value("w1")->initializer(), g.value("b1")->initializer(), 1, 1);
+}
+
 // Where a backend puts the units of `g` and which values get a quantizer: what the written-out-op
 // tests compare between an op and its written-out form.
 struct UnitPlacement {
