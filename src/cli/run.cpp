@@ -129,6 +129,22 @@ nlohmann::json profileByOpType(const std::vector<NodeTiming>& timings, int runs)
   return result;
 }
 
+// The slowest nodes, slowest first: where a model's time goes within an op type.
+nlohmann::json slowestNodes(const std::vector<NodeTiming>& timings, int runs, size_t count) {
+  std::vector<const NodeTiming*> order;
+  for (const NodeTiming& t : timings) {
+    if (t.calls > 0) order.push_back(&t);
+  }
+  std::sort(order.begin(), order.end(),
+            [](const NodeTiming* a, const NodeTiming* b) { return a->total_ms > b->total_ms; });
+  if (order.size() > count) order.resize(count);
+  nlohmann::json result = nlohmann::json::array();
+  for (const NodeTiming* t : order) {
+    result.push_back({{"node", t->node->describe()}, {"ms_per_run", t->total_ms / runs}});
+  }
+  return result;
+}
+
 int runModel(const RunOptions& o) {
   require(o.batch > 0, "--batch must be positive");
   require(o.iterations > 0 && o.warmup >= 0, "--iters must be positive and --warmup >= 0");
@@ -228,7 +244,11 @@ int runModel(const RunOptions& o) {
                                  {"abs_sum", f.abs().sum().item<double>()}});
   }
   report["expect"] = checks;
-  if (o.profile) report["profile"] = profileByOpType(executor.profile(), o.iterations);
+  if (o.profile) {
+    report["profile"] = profileByOpType(executor.profile(), o.iterations);
+    // Every node that ran in the JSON, slowest first; the text shows the first ten.
+    report["profile_nodes"] = slowestNodes(executor.profile(), o.iterations, SIZE_MAX);
+  }
   const int exit_code = all_ok ? 0 : 1;
   if (o.json) {
     std::cout << jsonReportText(report);
@@ -253,6 +273,12 @@ int runModel(const RunOptions& o) {
     for (const auto& row : report["profile"]) {
       std::cout << "  " << printableName(row["op"].get<std::string>()) << " x"
                 << row["nodes"].get<int>() << ": " << row["ms_per_run"].get<double>() << "\n";
+    }
+    std::cout << "slowest  (ms per run, by node)\n";
+    for (size_t i = 0; i < report["profile_nodes"].size() && i < 10; ++i) {
+      const auto& row = report["profile_nodes"][i];
+      std::cout << "  " << printableName(row["node"].get<std::string>()) << ": "
+                << row["ms_per_run"].get<double>() << "\n";
     }
   }
   for (const auto& c : checks) {
