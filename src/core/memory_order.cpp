@@ -14,6 +14,11 @@ std::vector<int64_t> memoryOrder(const at::Tensor& x) {
   return order;
 }
 
+at::Tensor denseInOwnLayout(const at::Tensor& x) {
+  if (x.is_non_overlapping_and_dense()) return x;
+  return x.contiguous(x.suggest_memory_format());
+}
+
 at::Tensor inMemoryOrder(const at::Tensor& x) {
   if (x.is_contiguous()) return x;
   if (!x.is_non_overlapping_and_dense()) return x.contiguous();

@@ -14,6 +14,11 @@ namespace qforge {
 // contiguous when `x` is non-overlapping and dense.
 std::vector<int64_t> memoryOrder(const at::Tensor& x);
 
+// `x` itself when it is non-overlapping and dense; otherwise a dense copy in the layout its
+// strides suggest. A channel slice of a channels-last activation is copied channels-last: a
+// copy of whole pixel rows rather than a transposition, and the layout a convolution reads.
+at::Tensor denseInOwnLayout(const at::Tensor& x);
+
 // `x` with its dims permuted into memory order: a contiguous view, no copy, of a dense tensor
 // (any layout); a contiguous copy of anything else. Same elements, positions permuted.
 at::Tensor inMemoryOrder(const at::Tensor& x);

@@ -1,6 +1,7 @@
 #include "quant/fake_quantizer.h"
 
 #include "core/error.h"
+#include "core/memory_order.h"
 
 namespace qforge {
 namespace quant {
@@ -74,7 +75,11 @@ void FakeQuantizer::refreshFromObserver() {
   pulled_batches_ = observer_->batches();
 }
 
-at::Tensor FakeQuantizer::forward(const at::Tensor& x) {
+at::Tensor FakeQuantizer::forward(const at::Tensor& strided_x) {
+  // A strided view (a channel slice of a channels-last activation) is made dense once, here: the
+  // observer and the kernel read it without a copy of their own, and the convolution that reads
+  // a quantizer's output, which needs it dense too, gets it ready.
+  const at::Tensor x = denseInOwnLayout(strided_x);
   if (observer_enabled_ && observer_ != nullptr) observer_->observe(x);
   if (!fake_quant_enabled_) return x;
   refreshFromObserver();

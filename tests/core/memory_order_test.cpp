@@ -59,5 +59,20 @@ TEST(MemoryOrder, NonDenseTensorsAreCopied) {
   EXPECT_TRUE(at::equal(fromMemoryOrder(flat - 1, x), x - 1));
 }
 
+TEST(MemoryOrder, DenseInOwnLayoutCopiesAChannelsLastSliceChannelsLast) {
+  const at::Tensor x = channelsLastCounting(2, 6, 3, 4).slice(1, 2, 5);
+  ASSERT_FALSE(x.is_non_overlapping_and_dense());
+  const at::Tensor dense = denseInOwnLayout(x);
+  EXPECT_TRUE(dense.is_contiguous(at::MemoryFormat::ChannelsLast));
+  EXPECT_TRUE(at::equal(dense, x));
+  // Dense tensors, in any layout, are returned as they are.
+  const at::Tensor whole = channelsLastCounting(1, 3, 2, 2);
+  EXPECT_TRUE(denseInOwnLayout(whole).is_same(whole));
+  // A slice of an NCHW tensor along its last dim has no channels-last suggestion: contiguous.
+  const at::Tensor columns = at::arange(48, at::kFloat).view({1, 3, 4, 4}).slice(3, 0, 2);
+  EXPECT_TRUE(denseInOwnLayout(columns).is_contiguous());
+  EXPECT_TRUE(at::equal(denseInOwnLayout(columns), columns));
+}
+
 }  // namespace
 }  // namespace qforge

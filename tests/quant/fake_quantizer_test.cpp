@@ -36,6 +36,29 @@ TEST(FakeQuantizerTest, CalibrationThenQuantization) {
   EXPECT_TRUE(at::equal(fq->forward(at::tensor({100.0f})), at::tensor({100.0f})));
 }
 
+TEST(FakeQuantizerTest, AChannelSliceOfAChannelsLastActivationComesOutDenseInItsLayout) {
+  // The second half of a channel split, as ShuffleNet feeds its branches: a strided view.
+  const at::Tensor whole = at::randn({2, 8, 5, 5}, at::TensorOptions().dtype(at::kFloat))
+                               .contiguous(at::MemoryFormat::ChannelsLast);
+  const at::Tensor half = whole.slice(1, 4, 8);
+  ASSERT_FALSE(half.is_non_overlapping_and_dense());
+  const QScheme s = QScheme::uint8Asymmetric();
+  auto fq = fixedWithMinMax("act", s);
+  const at::Tensor observed = fq->forward(half);
+  EXPECT_TRUE(observed.is_contiguous(at::MemoryFormat::ChannelsLast));
+  EXPECT_TRUE(at::equal(observed, half));
+  // The range is the slice's, not the whole tensor's.
+  const QParams expected = qparamsFromMinMax(half.min().item<float>(), half.max().item<float>(), s);
+  fq->setMode(FakeQuantMode::Quantization);
+  EXPECT_TRUE(at::equal(fq->qparams().scale, expected.scale));
+  const at::Tensor quantized = fq->forward(half);
+  EXPECT_TRUE(quantized.is_contiguous(at::MemoryFormat::ChannelsLast));
+  EXPECT_TRUE(at::equal(quantized, fakeQuantize(half.contiguous(), expected, s)));
+  // A dense input is passed on as it is.
+  fq->setMode(FakeQuantMode::Float);
+  EXPECT_TRUE(fq->forward(whole).is_same(whole));
+}
+
 TEST(FakeQuantizerTest, CalibrateAndQuantizeFollowsTheObserver) {
   const QScheme s = QScheme::int8Symmetric();
   auto fq = fixedWithMinMax("act", s);

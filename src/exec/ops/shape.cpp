@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "exec/ops/common.h"
+#include "exec/ops/reshape_layout.h"
 
 namespace qforge {
 
@@ -108,7 +109,8 @@ std::vector<at::Tensor> reshape(const OpContext& ctx) {
   std::vector<int64_t> shape =
       ctx.opset() < 5 ? ctx.attrInts("shape", {}) : toInt64Vector(ctx.input(1));
   const bool allow_zero = ctx.opset() >= 14 && ctx.attrInt("allowzero", 0) != 0;
-  return {x.reshape(reshapeTarget(ctx, x.sizes(), std::move(shape), allow_zero))};
+  return {
+      ops::reshapeKeepingLayout(x, reshapeTarget(ctx, x.sizes(), std::move(shape), allow_zero))};
 }
 
 std::vector<at::Tensor> transpose(const OpContext& ctx) {
