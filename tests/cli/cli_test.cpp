@@ -1,6 +1,8 @@
 // Runs the qforge binary as a user would and checks exit codes and what it prints.
 #include <gtest/gtest.h>
+
 #include <sys/wait.h>
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include <array>
@@ -190,6 +192,33 @@ TEST(CliTest, RunMatchesTheBundledReferenceOutput) {
   EXPECT_EQ(j["outputs"][0]["shape"], nlohmann::json::parse("[4, 10]"));
   EXPECT_TRUE(j["expect"][0]["within_tolerance"].get<bool>());
   EXPECT_LT(j["expect"][0]["max_abs_diff"].get<double>(), 1e-4);
+}
+
+TEST(CliTest, RunProfileNamesEachNodeThatRanSlowestFirst) {
+  Result r = runCli("run --json --profile --iters 3 --warmup 0 " + bundled("tiny_cnn.onnx"));
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  const nlohmann::json& nodes = j["profile_nodes"];
+  // 18 nodes, of which the three BatchNormalizations and the two Relus right after them run
+  // inside their convolutions' kernels.
+  ASSERT_EQ(nodes.size(), 13u) << nodes.dump();
+  double by_node = 0, by_type = 0;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    if (i > 0) {
+      EXPECT_GE(nodes[i - 1]["ms_per_run"], nodes[i]["ms_per_run"]);
+    }
+    EXPECT_EQ(nodes[i]["node"].get<std::string>().rfind("node '", 0), 0u) << nodes[i];
+    by_node += nodes[i]["ms_per_run"].get<double>();
+  }
+  for (const auto& row : j["profile"])
+    by_type += row["ms_per_run"].get<double>();
+  EXPECT_NEAR(by_node, by_type, 1e-9 + 1e-9 * by_type);
+  EXPECT_NE(nodes.dump().find("/stem/stem.0/Conv"), std::string::npos);
+  // The text lists the ten slowest.
+  Result text = runCli("run --profile --iters 1 --warmup 0 " + bundled("tiny_cnn.onnx"));
+  ASSERT_EQ(text.exit_code, 0) << text.out;
+  const std::string listed = text.out.substr(text.out.find("slowest"));
+  EXPECT_EQ(std::count(listed.begin(), listed.end(), '\n'), 11) << listed;
 }
 
 TEST(CliTest, RunFailsWhenOutputDiffersFromTheReference) {
