@@ -4,11 +4,16 @@
 // at::avg_pool2d as in PyTorch eager. Anything else (asymmetric pads, larger pads) is padded
 // explicitly so that ATen runs unpadded windows that cover exactly the ONNX windows.
 //
+// A float 2-D MaxPool of a channels-last activation (a convolution's output) runs on oneDNN's
+// kernel (exec/ops/dnnl_pool.h) instead.
+//
 // Output sizes follow ATen's rule, which ONNX later adopted for ceil_mode: a last window that
 // would start inside the end padding (beyond input + begin pad) is dropped.
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <dnnl.hpp>
 #include <limits>
 #include <string>
 #include <vector>
@@ -16,6 +21,7 @@
 #include "exec/op_info.h"
 #include "exec/ops/common.h"
 #include "exec/ops/conv_geometry.h"
+#include "exec/ops/dnnl_pool.h"
 
 namespace qforge {
 
@@ -140,6 +146,19 @@ std::vector<at::Tensor> maxPool(const OpContext& ctx) {
   const bool want_indices = ctx.outputCount() > 1 && !ctx.node().output(1)->anonymous;
   const int64_t rank = w.rank();
 
+  if (rank == 2 && !want_indices &&
+      std::all_of(w.g.dilations.begin(), w.g.dilations.end(), [](int64_t d) { return d == 1; })) {
+    ops::MaxPoolWindow window{w.kernel, w.g.strides, w.g.pads_begin, {}};
+    for (int64_t i = 0; i < rank; ++i)
+      window.output.push_back(pooledSize(ctx, w, i, ceil_mode));
+    if (ops::dnnlMaxPoolApplies(w.x, window)) {
+      try {
+        return {unlift(w, ops::dnnlMaxPool2d(ctx.nodeState(), w.x, window))};
+      } catch (const dnnl::error&) {
+        // No oneDNN kernel for this case: ATen's below.
+      }
+    }
+  }
   // ATen's max pooling kernels are floating-point only; int8/uint8 values are exact in float.
   const at::ScalarType dtype = w.x.scalar_type();
   at::Tensor x = at::isFloatingType(dtype) ? w.x : w.x.to(at::kFloat);

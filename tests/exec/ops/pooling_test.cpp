@@ -2,6 +2,7 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -65,6 +66,65 @@ TEST(MaxPoolTest, Dilations) {
   const at::Tensor x = f32({1, 5, 2, 0, 3}, {1, 1, 5});
   expectValuesNear(run1({"MaxPool", 12, {x}, {ints("kernel_shape", {2}), ints("dilations", {2})}}),
                    {1, 1, 3}, {2, 5, 3});
+}
+
+// A channels-last activation (what a convolution leaves) takes oneDNN's kernel: its result is
+// channels-last, and its values are PyTorch's max_pool2d of the same values stored NCHW, with
+// pads as -infinity (constant_pad_nd) where ATen cannot pad by itself.
+at::Tensor channelsLastActivation(int64_t n, int64_t c, int64_t h, int64_t w) {
+  return at::randn({n, c, h, w}).contiguous(at::MemoryFormat::ChannelsLast);
+}
+
+TEST(MaxPoolTest, ChannelsLastStemMatchesPyTorch) {
+  // ShuffleNet's and ResNet's stem pooling: kernel 3, stride 2, pads 1.
+  for (int64_t n : {1, 3}) {
+    const at::Tensor x = channelsLastActivation(n, 24, 17, 16);
+    const at::Tensor y =
+        run1({"MaxPool",
+              12,
+              {x},
+              {ints("kernel_shape", {3, 3}), ints("strides", {2, 2}), ints("pads", {1, 1, 1, 1})}});
+    EXPECT_TRUE(y.is_contiguous(at::MemoryFormat::ChannelsLast));
+    EXPECT_TRUE(at::equal(y, at::max_pool2d(x.contiguous(), {3, 3}, {2, 2}, {1, 1})));
+  }
+}
+
+TEST(MaxPoolTest, ChannelsLastCeilModeAndAsymmetricPadsMatchPyTorch) {
+  const at::Tensor x = channelsLastActivation(2, 16, 5, 7);
+  const at::Tensor nchw = x.contiguous();
+  // Ceil mode keeps a window hanging over the end, and drops one that would start in the end
+  // pad (height 5, kernel 2, stride 2, pads 1: three rows, not four).
+  for (int64_t ceil : {0, 1}) {
+    const at::Tensor y =
+        run1({"MaxPool",
+              12,
+              {x},
+              {ints("kernel_shape", {2, 3}), ints("strides", {2, 2}), ints("pads", {1, 0, 1, 0}),
+               Attribute::makeInt("ceil_mode", ceil)}});
+    EXPECT_TRUE(y.is_contiguous(at::MemoryFormat::ChannelsLast));
+    EXPECT_TRUE(at::equal(y, at::max_pool2d(nchw, {2, 3}, {2, 2}, {1, 0}, {1, 1}, ceil != 0)))
+        << "ceil_mode " << ceil;
+  }
+  // Pads (top 1, left 0, bottom 0, right 2): ATen pads both sides alike, so the reference pads
+  // explicitly with -infinity and pools without.
+  const at::Tensor y =
+      run1({"MaxPool", 12, {x}, {ints("kernel_shape", {3, 3}), ints("pads", {1, 0, 0, 2})}});
+  const double minus_inf = -std::numeric_limits<double>::infinity();
+  const at::Tensor padded = at::constant_pad_nd(nchw, {0, 2, 1, 0}, minus_inf);
+  EXPECT_TRUE(y.is_contiguous(at::MemoryFormat::ChannelsLast));
+  EXPECT_TRUE(at::equal(y, at::max_pool2d(padded, {3, 3}, {1, 1})));
+}
+
+TEST(MaxPoolTest, ChannelsLastDilationsAndWidePadsMatchPyTorch) {
+  const at::Tensor x = channelsLastActivation(1, 8, 6, 6);
+  // Dilations go to ATen's kernel, pads of half the kernel to oneDNN's: both give PyTorch's
+  // values.
+  const at::Tensor dilated =
+      run1({"MaxPool", 12, {x}, {ints("kernel_shape", {2, 2}), ints("dilations", {2, 2})}});
+  EXPECT_TRUE(at::equal(dilated, at::max_pool2d(x.contiguous(), {2, 2}, {1, 1}, {0, 0}, {2, 2})));
+  const at::Tensor wide_pads =
+      run1({"MaxPool", 12, {x}, {ints("kernel_shape", {4, 4}), ints("pads", {2, 2, 2, 2})}});
+  EXPECT_TRUE(at::equal(wide_pads, at::max_pool2d(x.contiguous(), {4, 4}, {1, 1}, {2, 2})));
 }
 
 TEST(MaxPoolTest, IndicesAreFlatInWholeTensorInBothStorageOrders) {
