@@ -58,4 +58,17 @@ T& keptState(std::any* state, T& scratch) {
   return *std::any_cast<T>(state);
 }
 
+// The kernel among those a node keeps that `matches` picks, or a new one from `build`. A node
+// sees few input shapes (one batch size for calibration, another for evaluation); past
+// `capacity` kernels they are rebuilt rather than kept without bound.
+template <typename Kernel, typename Matches, typename Build>
+Kernel& keptKernel(std::vector<Kernel>& kernels, size_t capacity, Matches matches, Build build) {
+  for (Kernel& k : kernels) {
+    if (matches(k)) return k;
+  }
+  if (kernels.size() >= capacity) kernels.clear();
+  kernels.push_back(build());
+  return kernels.back();
+}
+
 }  // namespace qforge::ops

@@ -33,8 +33,7 @@ struct ConvState {
   std::vector<ShapeKernel> kernels;
 };
 
-// A node sees few input shapes (one batch size for calibration, another for evaluation); past
-// this many the kernels are rebuilt rather than kept without bound.
+// Kernels kept per node (keptKernel).
 constexpr size_t kMaxKernelsPerNode = 4;
 
 std::vector<at::Tensor> sourcesOf(const at::Tensor& w, const at::Tensor& bias,
@@ -192,16 +191,14 @@ at::Tensor dnnlConv2d(std::any* state, const at::Tensor& x, const at::Tensor& w,
   std::vector<int64_t> geometry(x.sizes().begin(), x.sizes().end());
   for (const auto* part : {&g.strides, &g.dilations, &g.pads_begin, &g.pads_end})
     geometry.insert(geometry.end(), part->begin(), part->end());
-  ShapeKernel* kernel = nullptr;
-  for (ShapeKernel& k : cs->kernels) {
-    if (k.geometry == geometry && k.activation == epilogue.activation) kernel = &k;
-  }
-  if (kernel == nullptr) {
-    if (cs->kernels.size() >= kMaxKernelsPerNode) cs->kernels.clear();
-    cs->kernels.push_back(
-        buildKernel(x, cs->weight, cs->bias, g, group, epilogue.activation, std::move(geometry)));
-    kernel = &cs->kernels.back();
-  }
+  ShapeKernel* kernel = &keptKernel(
+      cs->kernels, kMaxKernelsPerNode,
+      [&](const ShapeKernel& k) {
+        return k.geometry == geometry && k.activation == epilogue.activation;
+      },
+      [&] {
+        return buildKernel(x, cs->weight, cs->bias, g, group, epilogue.activation, geometry);
+      });
 
   const at::Tensor src = x.contiguous(at::MemoryFormat::ChannelsLast);
   at::Tensor out =

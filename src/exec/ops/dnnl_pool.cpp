@@ -25,7 +25,7 @@ struct PoolState {
   std::vector<PoolKernel> kernels;
 };
 
-// As for convolutions: one batch size for calibration, another for evaluation.
+// Kernels kept per node (keptKernel), as for convolutions.
 constexpr size_t kMaxKernelsPerNode = 4;
 
 // The end pads that make oneDNN's output count the given one (it derives the count from them).
@@ -77,15 +77,9 @@ at::Tensor dnnlMaxPool2d(std::any* state, const at::Tensor& x, const MaxPoolWind
   std::vector<int64_t> geometry(x.sizes().begin(), x.sizes().end());
   for (const auto* part : {&window.kernel, &window.strides, &window.pads_begin, &window.output})
     geometry.insert(geometry.end(), part->begin(), part->end());
-  PoolKernel* kernel = nullptr;
-  for (PoolKernel& k : ps.kernels) {
-    if (k.geometry == geometry) kernel = &k;
-  }
-  if (kernel == nullptr) {
-    if (ps.kernels.size() >= kMaxKernelsPerNode) ps.kernels.clear();
-    ps.kernels.push_back(buildKernel(x, window, std::move(geometry)));
-    kernel = &ps.kernels.back();
-  }
+  PoolKernel* kernel = &keptKernel(
+      ps.kernels, kMaxKernelsPerNode, [&](const PoolKernel& k) { return k.geometry == geometry; },
+      [&] { return buildKernel(x, window, geometry); });
   at::Tensor out =
       at::empty(kernel->dst.dims(), x.options().memory_format(at::MemoryFormat::ChannelsLast));
   executeWithHandles(kernel->primitive, kernel->args,
