@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "exec/ops/mlas_ops.h"
 #include "exec/ops/tail_operands.h"
 
 namespace qforge::ops {
@@ -40,7 +41,8 @@ std::optional<at::Tensor> geluOfTail(const OpContext& div, const at::Tensor& x,
                        isScalar(operandBesidePrevious(div, 3), x, 0.5);
   if (!matches || !div.mayStopAfter(4)) return std::nullopt;
   div.absorb(4);
-  return at::gelu(x);
+  // In float32 inference, as ONNX Runtime's fused kernel computes it (exec/ops/mlas_ops.h).
+  return mlasKernelsApply(x) ? mlasGelu(x) : at::gelu(x);
 }
 
 }  // namespace qforge::ops

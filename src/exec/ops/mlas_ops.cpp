@@ -3,6 +3,8 @@
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 
+#include <cmath>
+
 #include "exec/ops/common.h"
 #include "exec/ops/mlas_kernels.h"
 
@@ -39,6 +41,23 @@ at::Tensor mlasErf(const at::Tensor& x) {
   float* out = y.data_ptr<float>();
   at::parallel_for(0, c.numel(), kParallelGrainElements, [&](int64_t begin, int64_t end) {
     mlas::erfArray(in + begin, out + begin, end - begin);
+  });
+  return y;
+}
+
+at::Tensor mlasGelu(const at::Tensor& x) {
+  const at::Tensor c = x.is_non_overlapping_and_dense() ? x : x.contiguous();
+  at::Tensor y = at::empty_like(c);
+  const float* in = c.data_ptr<float>();
+  float* out = y.data_ptr<float>();
+  constexpr float kSqrtHalf = static_cast<float>(M_SQRT1_2);
+  at::parallel_for(0, c.numel(), kParallelGrainElements, [&](int64_t begin, int64_t end) {
+    // The erf's argument goes through `out`, in the order ORT's kernel writes its buffers.
+    for (int64_t i = begin; i < end; ++i)
+      out[i] = in[i] * kSqrtHalf;
+    mlas::erfArray(out + begin, out + begin, end - begin);
+    for (int64_t i = begin; i < end; ++i)
+      out[i] = (in[i] * 0.5f) * (out[i] + 1.0f);
   });
   return y;
 }

@@ -1,6 +1,7 @@
 // GELU written out as torch.onnx exports it, run by the executor with the built-in lowerings:
 // the matched chain gives x * 0.5 * (1 + erf(x / sqrt 2)) computed in double with libm's erf, and
-// its Erf does not run as a node; near misses run node by node and give their own arithmetic.
+// its Erf does not run as a node (in float32 inference, bit for bit as ONNX Runtime's fused Gelu
+// kernel); near misses run node by node and give their own arithmetic.
 #include "exec/ops/gelu_pattern.h"
 
 #include <ATen/ATen.h>
@@ -11,6 +12,7 @@
 #include <string>
 
 #include "exec/executor.h"
+#include "exec/ops/mlas_kernels.h"
 #include "support/op_test_helpers.h"
 
 namespace qforge {
@@ -79,6 +81,36 @@ TEST(GeluPatternTest, TheWrittenOutChainRunsAsOneGelu) {
     expectTensorNear(ex.run({{"x", kX}}).at("y"), expected(kX, c), 1e-6, 1e-6);
     EXPECT_EQ(erfCalls(ex), 0);
   }
+}
+
+// ONNX Runtime fuses the chain (GeluFusion, BiasGeluFusion) and its kernel computes
+// (x * 0.5f) * (erf(x * (float)M_SQRT1_2) + 1.0f) with MLAS's erf: restated here in float from
+// onnxruntime's bias_gelu_fusion.cc, on MLAS's scalar erf (tests/exec/ops/mlas_kernels_test.cpp).
+TEST(GeluPatternTest, TheFusedChainComputesAsOnnxRuntimesGeluKernel) {
+  const at::Tensor x = at::cat({at::randn({1000}) * 3, kX});
+  const at::Tensor expected_bits = at::empty_like(x);
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    const float v = x[i].item<float>();
+    const float e = mlas::erf(v * static_cast<float>(M_SQRT1_2));
+    expected_bits[i] = (v * 0.5f) * (e + 1.0f);
+  }
+  GeluChain c;
+  Graph g = geluGraph(c);
+  for (bool vector : {true, false}) {
+    SCOPED_TRACE(vector ? "vector erf" : "scalar erf");
+    const bool before = mlas::setVectorKernelsAllowed(vector);
+    Executor ex(g, ExecutorOptions{false, /*profile=*/true});
+    const at::Tensor y = ex.run({{"x", x}}).at("y");
+    mlas::setVectorKernelsAllowed(before);
+    EXPECT_TRUE(at::equal(y, expected_bits));
+    EXPECT_EQ(erfCalls(ex), 0);
+  }
+  // With gradients recorded the chain is not fused at all, and stays differentiable.
+  Executor training(g, ExecutorOptions{true, true});
+  const at::Tensor leaf = x.clone().requires_grad_(true);
+  const at::Tensor y = training.run({{"x", leaf}}).at("y");
+  EXPECT_TRUE(y.requires_grad());
+  EXPECT_EQ(erfCalls(training), 1);
 }
 
 TEST(GeluPatternTest, NearMissesRunNodeByNode) {
