@@ -328,7 +328,8 @@ std::pair<CLI::App*, std::function<int()>> addRunCommand(CLI::App& app) {
                   "With --backend: calibration (every observer on, as each calibration batch "
                   "runs) or quantized (fake quantization on, ranges from the warm-up runs)")
       ->capture_default_str();
-  sub->add_flag("--profile", options->profile, "Report time per op type");
+  sub->add_flag("--profile", options->profile,
+                "Report time per op type and the slowest nodes (every node in --json)");
   sub->add_flag("--json", options->json, "Print machine-readable JSON");
   return {sub, [options] { return runModel(*options); }};
 }
