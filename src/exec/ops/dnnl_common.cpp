@@ -1,5 +1,7 @@
 #include "exec/ops/dnnl_common.h"
 
+#include <ATen/ATen.h>
+
 namespace qforge::ops {
 
 dnnl::engine& cpuEngine() {
@@ -37,6 +39,16 @@ void executeWithHandles(const dnnl::primitive& primitive,
   cpuStream().wait();
   for (const RunHandle& h : handles)
     if (h.memory != nullptr) h.memory->set_data_handle(nullptr);
+}
+
+at::Tensor executeIntoChannelsLast(const dnnl::primitive& primitive,
+                                   const std::unordered_map<int, dnnl::memory>& args,
+                                   dnnl::memory& src_memory, const at::Tensor& src,
+                                   dnnl::memory& dst_memory, const dnnl::memory::dims& dst_dims) {
+  at::Tensor out = at::empty(dst_dims, src.options().memory_format(at::MemoryFormat::ChannelsLast));
+  executeWithHandles(primitive, args,
+                     {{&src_memory, src.data_ptr()}, {&dst_memory, out.data_ptr()}});
+  return out;
 }
 
 }  // namespace qforge::ops

@@ -48,6 +48,13 @@ void executeWithHandles(const dnnl::primitive& primitive,
                         const std::unordered_map<int, dnnl::memory>& args,
                         std::initializer_list<RunHandle> handles);
 
+// Runs a channels-last kernel on `src` (already in the layout its `src_memory` describes) into a
+// new channels-last tensor of `dst_dims`, the logical NCHW shape.
+at::Tensor executeIntoChannelsLast(const dnnl::primitive& primitive,
+                                   const std::unordered_map<int, dnnl::memory>& args,
+                                   dnnl::memory& src_memory, const at::Tensor& src,
+                                   dnnl::memory& dst_memory, const dnnl::memory::dims& dst_dims);
+
 // The kernel state a node keeps between runs (OpContext::nodeState), made on first use; `scratch`
 // when the node keeps none.
 template <typename T>

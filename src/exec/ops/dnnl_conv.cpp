@@ -201,11 +201,8 @@ at::Tensor dnnlConv2d(std::any* state, const at::Tensor& x, const at::Tensor& w,
       });
 
   const at::Tensor src = x.contiguous(at::MemoryFormat::ChannelsLast);
-  at::Tensor out =
-      at::empty(kernel->dst.dims(), x.options().memory_format(at::MemoryFormat::ChannelsLast));
-  executeWithHandles(kernel->primitive, kernel->args,
-                     {{&kernel->src_mem, src.data_ptr()}, {&kernel->dst_mem, out.data_ptr()}});
-  return out;
+  return executeIntoChannelsLast(kernel->primitive, kernel->args, kernel->src_mem, src,
+                                 kernel->dst_mem, kernel->dst.dims());
 }
 
 }  // namespace qforge::ops

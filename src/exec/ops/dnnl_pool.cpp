@@ -80,11 +80,8 @@ at::Tensor dnnlMaxPool2d(std::any* state, const at::Tensor& x, const MaxPoolWind
   PoolKernel* kernel = &keptKernel(
       ps.kernels, kMaxKernelsPerNode, [&](const PoolKernel& k) { return k.geometry == geometry; },
       [&] { return buildKernel(x, window, geometry); });
-  at::Tensor out =
-      at::empty(kernel->dst.dims(), x.options().memory_format(at::MemoryFormat::ChannelsLast));
-  executeWithHandles(kernel->primitive, kernel->args,
-                     {{&kernel->src_mem, x.data_ptr()}, {&kernel->dst_mem, out.data_ptr()}});
-  return out;
+  return executeIntoChannelsLast(kernel->primitive, kernel->args, kernel->src_mem, x,
+                                 kernel->dst_mem, kernel->dst.dims());
 }
 
 }  // namespace qforge::ops
