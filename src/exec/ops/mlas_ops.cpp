@@ -33,33 +33,38 @@ at::Tensor mlasSoftmax(const at::Tensor& x, int64_t axis, bool flatten_from_axis
   return flatten_from_axis ? y : y.movedim(-1, axis);
 }
 
-at::Tensor mlasErf(const at::Tensor& x) {
-  // Elementwise: a dense tensor in any layout is read in memory order, as it lies.
+namespace {
+
+// An elementwise kernel over `x`'s values: a dense tensor in any layout is read in memory order,
+// as it lies, in chunks split across threads. `kernel(in, out, count)` fills `out` from `in`.
+template <typename Kernel>
+at::Tensor elementwise(const at::Tensor& x, Kernel kernel) {
   const at::Tensor c = x.is_non_overlapping_and_dense() ? x : x.contiguous();
   at::Tensor y = at::empty_like(c);
   const float* in = c.data_ptr<float>();
   float* out = y.data_ptr<float>();
   at::parallel_for(0, c.numel(), kParallelGrainElements, [&](int64_t begin, int64_t end) {
-    mlas::erfArray(in + begin, out + begin, end - begin);
+    kernel(in + begin, out + begin, end - begin);
   });
   return y;
 }
 
+}  // namespace
+
+at::Tensor mlasErf(const at::Tensor& x) {
+  return elementwise(x, mlas::erfArray);
+}
+
 at::Tensor mlasGelu(const at::Tensor& x) {
-  const at::Tensor c = x.is_non_overlapping_and_dense() ? x : x.contiguous();
-  at::Tensor y = at::empty_like(c);
-  const float* in = c.data_ptr<float>();
-  float* out = y.data_ptr<float>();
   constexpr float kSqrtHalf = static_cast<float>(M_SQRT1_2);
-  at::parallel_for(0, c.numel(), kParallelGrainElements, [&](int64_t begin, int64_t end) {
+  return elementwise(x, [](const float* in, float* out, int64_t count) {
     // The erf's argument goes through `out`, in the order ORT's kernel writes its buffers.
-    for (int64_t i = begin; i < end; ++i)
+    for (int64_t i = 0; i < count; ++i)
       out[i] = in[i] * kSqrtHalf;
-    mlas::erfArray(out + begin, out + begin, end - begin);
-    for (int64_t i = begin; i < end; ++i)
+    mlas::erfArray(out, out, count);
+    for (int64_t i = 0; i < count; ++i)
       out[i] = (in[i] * 0.5f) * (out[i] + 1.0f);
   });
-  return y;
 }
 
 }  // namespace qforge::ops

@@ -120,9 +120,10 @@ void gatherPixels(const at::Tensor& x, at::Tensor& out, const PixelGather& g) {
 }  // namespace
 
 at::Tensor reshapeKeepingLayout(const at::Tensor& x, at::IntArrayRef target) {
-  const bool viewable = at::detail::computeStride(x.sizes(), x.strides(), target).has_value();
-  if (viewable || target.size() != 4 || x.numel() == 0 || x.dim() == 0 || x.stride(-1) == 1 ||
-      x.requires_grad()) {
+  // The cheap tests first: most Reshapes read a tensor whose last dim is its fastest, and for
+  // those ATen's reshape is the whole answer (it works out the view's strides itself).
+  if (target.size() != 4 || x.numel() == 0 || x.dim() == 0 || x.stride(-1) == 1 ||
+      x.requires_grad() || at::detail::computeStride(x.sizes(), x.strides(), target)) {
     return x.reshape(target);
   }
   const std::optional<PixelGather> gather = pixelGatherOf(x, target);
