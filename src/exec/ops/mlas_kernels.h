@@ -21,16 +21,23 @@ void softmaxRow(const float* in, float* out, int64_t count, SumExpKernel kernel)
 // erf(x) as MlasErfKernelFma3 computes it (the kernel x86-64 uses with or without AVX512F).
 float erf(float x);
 
-// The same kernels over arrays, as fast as MLAS's: 8 lanes at a time with AVX2 and FMA (erf, the
-// FMA3 softmax) or 16 with AVX512F (its softmax) where this CPU has them, performing exactly the
-// operations of the scalar functions above, so every output has the same bits. Without those
-// instructions they run the scalar functions.
+// GELU as ONNX Runtime's fused Gelu and BiasGelu kernels compute it in float32:
+// (x * 0.5f) * (erf(x * (float)M_SQRT1_2) + 1), with the erf above.
+float gelu(float x);
+
+// The same kernels over arrays, as fast as MLAS's: 8 lanes at a time with AVX2 and FMA, 16 with
+// AVX512F where this CPU has them, performing exactly the operations of the scalar functions
+// above, so every output has the same bits. The FMA3 softmax runs on 8 lanes and the AVX512F one
+// on 16, as they sum in those lanes; erf and GELU take the widest (lanes are independent there).
+// Without those instructions they run the scalar functions.
 void erfArray(const float* in, float* out, int64_t count);
+void geluArray(const float* in, float* out, int64_t count);
 // `rows` contiguous rows of `width` floats, each as softmaxRow.
 void softmaxRows(const float* in, float* out, int64_t rows, int64_t width, SumExpKernel kernel);
 
-// Tests compare both paths on one machine: false makes erfArray and softmaxRows run the scalar
-// functions. Returns the previous setting.
-bool setVectorKernelsAllowed(bool allowed);
+// Tests compare every path on one machine: the widest vector kernels the array functions may use
+// (kScalar: the scalar functions). Returns the previous setting.
+enum class VectorKernels { kScalar, kAvx2, kAvx512 };
+VectorKernels setWidestVectorKernels(VectorKernels widest);
 
 }  // namespace qforge::mlas

@@ -56,15 +56,7 @@ at::Tensor mlasErf(const at::Tensor& x) {
 }
 
 at::Tensor mlasGelu(const at::Tensor& x) {
-  constexpr float kSqrtHalf = static_cast<float>(M_SQRT1_2);
-  return elementwise(x, [](const float* in, float* out, int64_t count) {
-    // The erf's argument goes through `out`, in the order ORT's kernel writes its buffers.
-    for (int64_t i = 0; i < count; ++i)
-      out[i] = in[i] * kSqrtHalf;
-    mlas::erfArray(out, out, count);
-    for (int64_t i = 0; i < count; ++i)
-      out[i] = (in[i] * 0.5f) * (out[i] + 1.0f);
-  });
+  return elementwise(x, mlas::geluArray);
 }
 
 }  // namespace qforge::ops

@@ -96,12 +96,13 @@ TEST(GeluPatternTest, TheFusedChainComputesAsOnnxRuntimesGeluKernel) {
   }
   GeluChain c;
   Graph g = geluGraph(c);
-  for (bool vector : {true, false}) {
-    SCOPED_TRACE(vector ? "vector erf" : "scalar erf");
-    const bool before = mlas::setVectorKernelsAllowed(vector);
+  for (mlas::VectorKernels kernels :
+       {mlas::VectorKernels::kAvx512, mlas::VectorKernels::kAvx2, mlas::VectorKernels::kScalar}) {
+    SCOPED_TRACE(static_cast<int>(kernels));
+    const mlas::VectorKernels before = mlas::setWidestVectorKernels(kernels);
     Executor ex(g, ExecutorOptions{false, /*profile=*/true});
     const at::Tensor y = ex.run({{"x", x}}).at("y");
-    mlas::setVectorKernelsAllowed(before);
+    mlas::setWidestVectorKernels(before);
     EXPECT_TRUE(at::equal(y, expected_bits));
     EXPECT_EQ(erfCalls(ex), 0);
   }

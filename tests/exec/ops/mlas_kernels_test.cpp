@@ -1,4 +1,4 @@
-// MLAS's erf and softmax kernels: the vector builds (AVX2/FMA, AVX512F) against the scalar
+// MLAS's erf, GELU and softmax kernels: the vector builds (AVX2/FMA, AVX512F) against the scalar
 // statements bit for bit, on every tail length and on the values where the branches, clamps and
 // exponent tricks act; and both against the float64 closed forms. (Against ONNX Runtime itself:
 // tests/verify/ort_float_emulation_test.cpp.)
@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <iostream>
 #include <limits>
 #include <random>
 #include <vector>
@@ -64,38 +65,95 @@ std::vector<float> erfInputs() {
   return v;
 }
 
-TEST(MlasKernels, ErfVectorKernelEqualsTheScalarStatementBitForBit) {
-  if (!cpuHasAvx2Fma()) GTEST_SKIP() << "this CPU has no AVX2/FMA kernel";
+bool cpuHas(VectorKernels kernels) {
+  return kernels == VectorKernels::kAvx512 ? cpuHasAvx512F() : cpuHasAvx2Fma();
+}
+
+const char* nameOf(VectorKernels kernels) {
+  return kernels == VectorKernels::kAvx512 ? "AVX512F"
+         : kernels == VectorKernels::kAvx2 ? "AVX2"
+                                           : "scalar";
+}
+
+// `array` (limited to `widest` vectors) against `scalar` on every input, bit for bit, then on
+// every tail length: the partial last vector must not disturb its neighbours.
+void expectArrayEqualsScalar(VectorKernels widest, void (*array)(const float*, float*, int64_t),
+                             float (*scalar)(float)) {
+  SCOPED_TRACE(nameOf(widest));
+  const VectorKernels previous = setWidestVectorKernels(widest);
   const std::vector<float> x = erfInputs();
   std::vector<float> vector_out(x.size());
-  erfArray(x.data(), vector_out.data(), static_cast<int64_t>(x.size()));
+  array(x.data(), vector_out.data(), static_cast<int64_t>(x.size()));
   int64_t differ = 0;
   for (size_t i = 0; i < x.size(); ++i)
-    differ += bitsOf(vector_out[i]) != bitsOf(erf(x[i]));
+    differ += bitsOf(vector_out[i]) != bitsOf(scalar(x[i]));
   EXPECT_EQ(differ, 0) << "of " << x.size();
-  // Every tail length: the partial last vector must not disturb its neighbours.
-  for (int64_t n = 1; n <= 17; ++n) {
+  for (int64_t n = 1; n <= 70; ++n) {
     std::vector<float> out(n + 1, 42.0f);
-    erfArray(x.data() + 20, out.data(), n);
+    array(x.data() + 20, out.data(), n);
     for (int64_t i = 0; i < n; ++i)
-      EXPECT_EQ(bitsOf(out[i]), bitsOf(erf(x[20 + i]))) << "length " << n << ", element " << i;
+      EXPECT_EQ(bitsOf(out[i]), bitsOf(scalar(x[20 + i]))) << "length " << n << ", element " << i;
     EXPECT_EQ(out[n], 42.0f) << "length " << n << " wrote past its end";
+  }
+  setWidestVectorKernels(previous);
+}
+
+TEST(MlasKernels, ErfVectorKernelsEqualTheScalarStatementBitForBit) {
+  if (!cpuHasAvx2Fma()) GTEST_SKIP() << "this CPU has no vector kernel";
+  for (VectorKernels kernels : {VectorKernels::kAvx2, VectorKernels::kAvx512}) {
+    if (!cpuHas(kernels)) {
+      std::cout << "[ NOTE     ] this CPU has no " << nameOf(kernels) << " kernel\n";
+      continue;
+    }
+    expectArrayEqualsScalar(kernels, erfArray, erf);
   }
 }
 
-TEST(MlasKernels, ErfIsErfWithinFloatPrecisionOnBothPaths) {
+TEST(MlasKernels, GeluVectorKernelsEqualTheScalarStatementBitForBit) {
+  if (!cpuHasAvx2Fma()) GTEST_SKIP() << "this CPU has no vector kernel";
+  for (VectorKernels kernels : {VectorKernels::kAvx2, VectorKernels::kAvx512}) {
+    if (!cpuHas(kernels)) {
+      std::cout << "[ NOTE     ] this CPU has no " << nameOf(kernels) << " kernel\n";
+      continue;
+    }
+    expectArrayEqualsScalar(kernels, geluArray, gelu);
+  }
+}
+
+// GELU's closed form, 0.5 x (1 + erf(x / sqrt 2)), in double: the float kernel rounds x / sqrt 2
+// and erf's result (each within a few float ulps), so the bound scales with |x|.
+TEST(MlasKernels, GeluIsGeluWithinFloatPrecisionOnEveryPath) {
   const std::vector<float> x = erfInputs();
-  for (bool vector : {true, false}) {
-    const bool previous = setVectorKernelsAllowed(vector);
+  for (VectorKernels kernels :
+       {VectorKernels::kScalar, VectorKernels::kAvx2, VectorKernels::kAvx512}) {
+    const VectorKernels previous = setWidestVectorKernels(kernels);
+    std::vector<float> out(x.size());
+    geluArray(x.data(), out.data(), static_cast<int64_t>(x.size()));
+    setWidestVectorKernels(previous);
+    for (size_t i = 0; i < x.size(); ++i) {
+      if (!std::isfinite(x[i])) continue;
+      const double v = x[i];
+      const double exact = 0.5 * v * (1.0 + std::erf(v * M_SQRT1_2));
+      EXPECT_NEAR(out[i], exact, 4e-7 * std::abs(v) + 1e-30)
+          << "x = " << x[i] << ", " << nameOf(kernels);
+    }
+  }
+}
+
+TEST(MlasKernels, ErfIsErfWithinFloatPrecisionOnEveryPath) {
+  const std::vector<float> x = erfInputs();
+  for (VectorKernels kernels :
+       {VectorKernels::kScalar, VectorKernels::kAvx2, VectorKernels::kAvx512}) {
+    const VectorKernels previous = setWidestVectorKernels(kernels);
     std::vector<float> out(x.size());
     erfArray(x.data(), out.data(), static_cast<int64_t>(x.size()));
-    setVectorKernelsAllowed(previous);
+    setWidestVectorKernels(previous);
     double worst = 0;
     for (size_t i = 0; i < x.size(); ++i) {
       if (std::isnan(x[i])) continue;
       worst = std::max(worst, std::abs(out[i] - std::erf(static_cast<double>(x[i]))));
     }
-    EXPECT_LT(worst, 4e-7) << (vector ? "vector" : "scalar") << " path";
+    EXPECT_LT(worst, 4e-7) << nameOf(kernels);
   }
   // MLAS's clamp answers +-1 beyond 3.925, infinities included, with the input's sign.
   float out[2];
@@ -150,10 +208,11 @@ TEST(MlasKernels, SoftmaxIsSoftmaxWithinFloatPrecisionForBothKernelsAndPaths) {
   const std::vector<float> x = softmaxInputs(rows, width, 9);
   for (SumExpKernel kernel : {SumExpKernel::kFma3, SumExpKernel::kAvx512F}) {
     for (bool vector : {true, false}) {
-      const bool previous = setVectorKernelsAllowed(vector);
+      const VectorKernels previous =
+          setWidestVectorKernels(vector ? VectorKernels::kAvx512 : VectorKernels::kScalar);
       std::vector<float> out(x.size());
       softmaxRows(x.data(), out.data(), rows, width, kernel);
-      setVectorKernelsAllowed(previous);
+      setWidestVectorKernels(previous);
       for (int64_t r = 0; r < rows; ++r) {
         const float* row = x.data() + r * width;
         double maximum = -INFINITY, sum = 0;
