@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/error.h"
 #include "exec/ops/common.h"
 #include "exec/ops/dnnl_common.h"
 
@@ -21,11 +22,12 @@ using dnnl::memory;
 struct MatMulKernel {
   std::vector<int64_t> key;
   memory::desc src, weights, dst;
+  bool with_bias = false;
   dnnl::matmul primitive;
   std::optional<memory> packed;        // the weight reordered into `weights`, when packed
   std::optional<Stamp> packed_source;  // ... and the tensor it was reordered from
   // The execute arguments, built once; each run sets their data handles (as the conv kernel).
-  memory src_mem, weights_mem, dst_mem;
+  memory src_mem, weights_mem, dst_mem, bias_mem;
   std::unordered_map<int, memory> args;
 };
 
@@ -55,7 +57,7 @@ memory::desc stridedDesc(const at::Tensor& t) {
   return memory::desc(dnnlDims(t.sizes()), memory::data_type::f32, dnnlDims(t.strides()));
 }
 
-std::vector<int64_t> keyOf(const at::Tensor& a, const at::Tensor& b, bool packed) {
+std::vector<int64_t> keyOf(const at::Tensor& a, const at::Tensor& b, bool packed, bool bias) {
   std::vector<int64_t> key;
   for (const at::Tensor* t : {&a, &b}) {
     key.push_back(t->dim());
@@ -63,10 +65,11 @@ std::vector<int64_t> keyOf(const at::Tensor& a, const at::Tensor& b, bool packed
     key.insert(key.end(), t->strides().begin(), t->strides().end());
   }
   key.push_back(packed ? 1 : 0);
+  key.push_back(bias ? 1 : 0);
   return key;
 }
 
-MatMulKernel buildKernel(const at::Tensor& a, const at::Tensor& b, bool packed,
+MatMulKernel buildKernel(const at::Tensor& a, const at::Tensor& b, bool packed, bool bias,
                          std::vector<int64_t> key) {
   std::vector<int64_t> dst_sizes = a.sizes().vec();
   dst_sizes.back() = b.size(-1);
@@ -79,7 +82,11 @@ MatMulKernel buildKernel(const at::Tensor& a, const at::Tensor& b, bool packed,
   for (size_t d = dst_sizes.size() - 1; d > 0; --d)
     dst_strides[d - 1] = dst_strides[d] * dst_sizes[d];
   const memory::desc dst(dnnlDims(dst_sizes), memory::data_type::f32, dnnlDims(dst_strides));
-  const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(src, weights, dst), cpuEngine());
+  // A bias comes only with a 2-D weight, so the product is 2-D: (1, N).
+  const memory::desc bias_desc({1, b.size(-1)}, memory::data_type::f32, memory::format_tag::ab);
+  const dnnl::matmul::primitive_desc pd(bias ? dnnl::matmul::desc(src, weights, bias_desc, dst)
+                                             : dnnl::matmul::desc(src, weights, dst),
+                                        cpuEngine());
   MatMulKernel kernel;
   kernel.key = std::move(key);
   kernel.src = src;
@@ -99,6 +106,11 @@ MatMulKernel buildKernel(const at::Tensor& a, const at::Tensor& b, bool packed,
   kernel.args = {{DNNL_ARG_SRC, kernel.src_mem},
                  {DNNL_ARG_WEIGHTS, kernel.weights_mem},
                  {DNNL_ARG_DST, kernel.dst_mem}};
+  if (bias) {
+    kernel.with_bias = true;
+    kernel.bias_mem = memory(bias_desc, cpuEngine(), nullptr);
+    kernel.args.emplace(DNNL_ARG_BIAS, kernel.bias_mem);
+  }
   return kernel;
 }
 
@@ -115,7 +127,16 @@ bool dnnlMatMulApplies(const at::Tensor& a, const at::Tensor& b) {
          a.sizes().slice(0, a.dim() - 2) == b.sizes().slice(0, b.dim() - 2);
 }
 
-at::Tensor dnnlMatMul(std::any* state, const at::Tensor& a_in, const at::Tensor& b_in) {
+at::Tensor asColumnBias(const at::Tensor& c, int64_t columns, int64_t rank) {
+  if (!c.defined() || c.scalar_type() != at::kFloat || c.requires_grad() || c.dim() < 1 ||
+      c.dim() > rank || c.numel() != columns || c.size(-1) != columns) {
+    return {};
+  }
+  return c.reshape({columns}).contiguous();
+}
+
+at::Tensor dnnlMatMul(std::any* state, const at::Tensor& a_in, const at::Tensor& b_in,
+                      const at::Tensor& bias) {
   MatMulState scratch;
   MatMulState* ms = &keptState(state, scratch);
   // A 2-D right operand takes a's leading dims as rows of one product: [..., M, K] -> [R, K].
@@ -131,7 +152,12 @@ at::Tensor dnnlMatMul(std::any* state, const at::Tensor& a_in, const at::Tensor&
     packed = ms->last_weight && ms->last_weight->matches(b);
     ms->last_weight.emplace(b);
   }
-  std::vector<int64_t> key = keyOf(a, b, packed);
+  const bool with_bias = bias.defined();
+  if (with_bias && (!rows_product || bias.numel() != b.size(-1) || !bias.is_contiguous())) {
+    throw qforge::Error("dnnlMatMul: the bias must be " + std::to_string(b.size(-1)) +
+                        " contiguous values for a 2-D weight (a qforge bug)");
+  }
+  std::vector<int64_t> key = keyOf(a, b, packed, with_bias);
   auto found = std::find_if(ms->kernels.begin(), ms->kernels.end(),
                             [&](const MatMulKernel& k) { return k.key == key; });
   // A packed kernel holds the weight's values of its time: another weight, or this one changed
@@ -142,17 +168,19 @@ at::Tensor dnnlMatMul(std::any* state, const at::Tensor& a_in, const at::Tensor&
   }
   if (found == ms->kernels.end()) {
     if (ms->kernels.size() >= kMaxKernelsPerNode) ms->kernels.clear();
-    ms->kernels.push_back(buildKernel(a, b, packed, std::move(key)));
+    ms->kernels.push_back(buildKernel(a, b, packed, with_bias, std::move(key)));
     found = ms->kernels.end() - 1;
   }
   MatMulKernel* kernel = &*found;
 
   at::Tensor out =
       at::empty(kernel->dst.dims(), a.options().memory_format(at::MemoryFormat::Contiguous));
-  executeWithHandles(kernel->primitive, kernel->args,
-                     {{&kernel->src_mem, a.data_ptr()},
-                      {&kernel->dst_mem, out.data_ptr()},
-                      {kernel->packed ? nullptr : &kernel->weights_mem, b.data_ptr()}});
+  executeWithHandles(
+      kernel->primitive, kernel->args,
+      {{&kernel->src_mem, a.data_ptr()},
+       {&kernel->dst_mem, out.data_ptr()},
+       {kernel->packed ? nullptr : &kernel->weights_mem, b.data_ptr()},
+       {with_bias ? &kernel->bias_mem : nullptr, with_bias ? bias.data_ptr() : nullptr}});
   if (!rows_product) return out;
   std::vector<int64_t> result_sizes = a_in.sizes().vec();
   result_sizes.back() = b.size(-1);

@@ -22,6 +22,7 @@
 #include "exec/ops/conv_geometry.h"
 #include "exec/ops/dnnl_conv.h"
 #include "exec/ops/dnnl_matmul.h"
+#include "exec/ops/tail_operands.h"
 
 namespace qforge {
 
@@ -299,8 +300,9 @@ std::vector<at::Tensor> gemm(const OpContext& ctx) {
   if (alpha == 1.0 && beta == 1.0 && at::isFloatingType(c.scalar_type()) &&
       ops::dnnlMatMulApplies(a, b)) {
     try {
-      at::Tensor y = ops::dnnlMatMul(ctx.nodeState(), a, b);
-      y.add_(c.to(y.scalar_type()));
+      const at::Tensor bias = ops::asColumnBias(c, n, 2);
+      at::Tensor y = ops::dnnlMatMul(ctx.nodeState(), a, b, bias);
+      if (!bias.defined()) y.add_(c.to(y.scalar_type()));
       return {y};
     } catch (const dnnl::error&) {
       // no oneDNN kernel for this case: ATen's
@@ -308,6 +310,16 @@ std::vector<at::Tensor> gemm(const OpContext& ctx) {
   }
   // addmm is what at::linear runs for a 2-D input with bias.
   return {at::addmm(c, a, b, gemmScalar(ctx, c, beta, "beta"), gemmScalar(ctx, c, alpha, "alpha"))};
+}
+
+// A Linear layer as exporters write it, MatMul then Add: the Add's other operand when it is a
+// bias oneDNN can add as it stores the product (exec/ops/dnnl_matmul.h), else undefined.
+at::Tensor biasOfFollowingAdd(const OpContext& matmul, int64_t columns, int64_t rank) {
+  if (matmul.tail().empty() || !matmul.mayStopAfter(1)) return {};
+  const Node& add = matmul.tail()[0].node();
+  if (add.opType() != "Add" || !add.domain().empty()) return {};
+  const std::optional<at::Tensor> other = ops::operandBesidePrevious(matmul, 0);
+  return other ? ops::asColumnBias(*other, columns, rank) : at::Tensor();
 }
 
 std::vector<at::Tensor> matmul(const OpContext& ctx) {
@@ -325,7 +337,11 @@ std::vector<at::Tensor> matmul(const OpContext& ctx) {
   // batches of small matrices in one kernel, weights kept packed.
   if (ops::dnnlMatMulApplies(a, b)) {
     try {
-      return {ops::dnnlMatMul(ctx.nodeState(), a, b)};
+      const at::Tensor bias =
+          b.dim() == 2 ? biasOfFollowingAdd(ctx, b.size(1), a.dim()) : at::Tensor();
+      at::Tensor y = ops::dnnlMatMul(ctx.nodeState(), a, b, bias);
+      if (bias.defined()) ctx.absorb(1);
+      return {y};
     } catch (const dnnl::error&) {
       // no oneDNN kernel for this case: ATen's
     }
@@ -377,8 +393,10 @@ void registerNnOps(OpRegistry& registry) {
       layer(ops::op("Gemm", 1, kLatestOpset, gemm), /*bias_input=*/2, WeightLayout::GemmB));
   // B's output channels are its last dim: axis 1 for the usual 2-D weight. Both operands may be
   // activations (attention's Q K^T).
-  registry.add(ops::combinesActivations(layer(ops::op("MatMul", 1, kLatestOpset, matmul),
-                                              /*bias_input=*/-1, WeightLayout::LastAxis)));
+  OpInfo matmul_info = ops::combinesActivations(
+      layer(ops::op("MatMul", 1, kLatestOpset, matmul), /*bias_input=*/-1, WeightLayout::LastAxis));
+  matmul_info.fusable_followers = {"Add"};  // its bias
+  registry.add(std::move(matmul_info));
   registry.add(ops::combinesActivations(ops::op("Einsum", 12, kLatestOpset, einsum)));
 }
 

@@ -344,6 +344,16 @@ TEST(GemmTest, AlphaBetaWithRowBias) {
   expectValuesNear(run1(op), {2, 2}, {8.5, 11, 20.5, 23});
 }
 
+TEST(GemmTest, PerColumnBiasVectorOrRow) {
+  // [[4 5] [10 11]] + [10 20] on every row, C given as (N) and as (1, N): oneDNN adds it as its
+  // bias (exec/ops/dnnl_matmul.h); a weight passed twice is packed the second time.
+  for (const at::Tensor& c : {f32({10, 20}, {2}), f32({10, 20}, {1, 2})}) {
+    SingleOp op("Gemm", 13, {matA(), matB(), c});
+    expectValuesNear(run1(op), {2, 2}, {14, 25, 20, 31});
+    expectValuesNear(run1(op), {2, 2}, {14, 25, 20, 31});
+  }
+}
+
 TEST(GemmTest, ColumnMatrixAndScalarC) {
   expectValuesNear(run1({"Gemm", 13, {matA(), matB(), f32({10, 20}, {2, 1})}}), {2, 2},
                    {14, 15, 30, 31});
