@@ -273,8 +273,9 @@ std::vector<HelpBlock> environmentBlocks() {
            "Where verify finds onnxruntime-node (default $XDG_CACHE_HOME/qforge/ort, "
            "$XDG_CACHE_HOME defaulting to ~/.cache); verify --ort-dir wins."),
       item("QFORGE_MALLOC_TUNING",
-           "0 restores glibc's malloc defaults; qforge otherwise keeps freed memory of large "
-           "tensors for reuse."),
+           "0 restores glibc's malloc defaults and ATen's allocator; qforge otherwise keeps "
+           "freed memory of large tensors for reuse and hands freed tensor blocks of up to "
+           "1 MiB to the next tensor of their size."),
       item("GLOO_SOCKET_IFNAME",
            "qat --world-size across machines: the network interface each rank binds."),
   };

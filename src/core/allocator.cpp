@@ -5,15 +5,27 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "core/tensor_pool.h"
+
+#if defined(__SANITIZE_ADDRESS__)
+#define QFORGE_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define QFORGE_ASAN 1
+#endif
+#endif
+
 namespace qforge {
 
 bool configureAllocator() {
   const char* env = std::getenv("QFORGE_MALLOC_TUNING");
   if (env != nullptr && std::strcmp(env, "0") == 0) return false;
-#ifdef M_MMAP_MAX
+#if defined(M_MMAP_MAX) && !defined(QFORGE_ASAN)
   // Retain up to 1 GiB of freed heap before returning it to the system.
   constexpr int kTrimThreshold = 1 << 30;
-  return mallopt(M_MMAP_MAX, 0) == 1 && mallopt(M_TRIM_THRESHOLD, kTrimThreshold) == 1;
+  const bool tuned = mallopt(M_MMAP_MAX, 0) == 1 && mallopt(M_TRIM_THRESHOLD, kTrimThreshold) == 1;
+  // The pool would hide a use after free from AddressSanitizer, so its builds keep ATen's own.
+  return installTensorPool() && tuned;
 #else
   return false;
 #endif

@@ -2,6 +2,7 @@
 
 #include <c10/core/CPUAllocator.h>
 
+#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -55,9 +56,12 @@ class SizeCheckingAllocator final : public c10::Allocator {
   c10::Allocator* wrapped_;
 };
 
+std::atomic<bool> size_check_installed{false};
+
 void installSizeCheckingAllocator() {
   static std::once_flag once;
   std::call_once(once, [] {
+    size_check_installed = true;
     // Static lifetime, as c10 expects of an allocator; the highest priority so it stays in front.
     static SizeCheckingAllocator allocator(c10::GetCPUAllocator());
     c10::SetCPUAllocator(&allocator, std::numeric_limits<uint8_t>::max());
@@ -65,6 +69,10 @@ void installSizeCheckingAllocator() {
 }
 
 }  // namespace
+
+bool tensorSizeCheckInstalled() {
+  return size_check_installed;
+}
 
 ResourceLimits resourceLimitsFromEnvironment() {
   ResourceLimits l;

@@ -53,6 +53,10 @@ void requireTensorBytes(int64_t bytes, const std::string& what);
 // While one lives, every CPU tensor the calling thread allocates through ATen is checked against
 // max_tensor_bytes (a pass-through wrapper of ATen's CPU allocator, installed on first use; outside
 // such a scope, in a host program's own torch code, nothing is checked).
+// True once the first TensorAllocationLimit has put that wrapper in place: it wraps the CPU
+// allocator of that moment for the rest of the process (core/tensor_pool.h must come before).
+bool tensorSizeCheckInstalled();
+
 class TensorAllocationLimit {
  public:
   TensorAllocationLimit();
