@@ -477,10 +477,12 @@ TensorMap Executor::runSteps(const TensorMap& feeds, const std::vector<const Val
       }
       if (const size_t offered = offeredTail(s, run); offered > 0) {
         std::vector<OpContext> tail;
+        tail.reserve(offered);
         std::vector<int64_t> computed = {s.outputs[0]};
         for (size_t k = 0; k < offered; ++k) {
           const Step& t = steps_[s.tail.steps[k]];
           std::vector<at::Tensor> follower_inputs;
+          follower_inputs.reserve(t.inputs.size());
           for (int64_t in : t.inputs) {
             // Values computed inside the lowering's kernel do not exist on their own: undefined.
             const bool inside = std::find(computed.begin(), computed.end(), in) != computed.end();

@@ -16,7 +16,7 @@ bool isScalar(const std::optional<at::Tensor>& t, const at::Tensor& x, double ex
   if (!t || t->numel() != 1 || t->scalar_type() != x.scalar_type() || t->dim() > x.dim()) {
     return false;
   }
-  return std::abs(t->item<double>() - expected) <= 1e-6 * std::abs(expected);
+  return std::abs(scalarValue(*t) - expected) <= 1e-6 * std::abs(expected);
 }
 
 }  // namespace

@@ -51,12 +51,15 @@ std::optional<float> floatScalar(const std::optional<at::Tensor>& t, int64_t ran
   if (!t || t->numel() != 1 || t->scalar_type() != at::kFloat || t->dim() > rank) {
     return std::nullopt;
   }
-  return t->item<float>();
+  return static_cast<float>(scalarValue(*t));
 }
 
 // gamma or beta as `features` contiguous floats, when it broadcasts along the last axis only.
 at::Tensor perFeature(const std::optional<at::Tensor>& t, int64_t features, int64_t rank) {
   if (!t || t->scalar_type() != at::kFloat || t->dim() > rank) return {};
+  // The usual case, a weight of `features` values, is passed as it is: a reshape would go through
+  // the dispatcher on every run.
+  if (t->dim() == 1 && t->size(0) == features && t->is_contiguous()) return *t;
   if (t->numel() == 1) return t->reshape({1}).expand({features}).contiguous();
   if (t->numel() == features && t->size(-1) == features) return t->reshape({features}).contiguous();
   return {};
@@ -88,7 +91,7 @@ double sumInDouble(const float* v, int64_t n) {
 bool squares(const OpContext& head, const std::optional<at::Tensor>& exponent) {
   if (isOp(head, kPow, "Pow")) {
     return head.followerReads(kPow, 0, kPow) && exponent && exponent->numel() == 1 &&
-           exponent->item<double>() == 2.0;
+           scalarValue(*exponent) == 2.0;
   }
   return isOp(head, kPow, "Mul") && head.tail()[kPow].inputCount() == 2 &&
          head.followerReads(kPow, 0, kPow) && head.followerReads(kPow, 1, kPow);

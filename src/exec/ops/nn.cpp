@@ -187,7 +187,7 @@ std::pair<std::vector<int64_t>, std::vector<int64_t>> convTransposePads(
     }
   }
 
-  return {pads_begin, pads_end};
+  return {std::move(pads_begin), std::move(pads_end)};
 }
 
 std::vector<at::Tensor> convTranspose(const OpContext& ctx) {
