@@ -6,8 +6,13 @@
 #include <algorithm>
 #include <cmath>
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#endif
+
 #include "exec/ops/common.h"
 #include "exec/ops/tail_operands.h"
+#include "exec/ops/vector_kernels.h"
 
 namespace qforge::ops {
 
@@ -87,6 +92,79 @@ double sumInDouble(const float* v, int64_t n) {
   return sum;
 }
 
+// One row normalized into `yr`: the Sub's d, the variance of d, then d / deviation, * gamma,
+// + beta, each a float32 operation of its own, as the written-out nodes compute them.
+void normalizeRow(const float* xr, float* yr, int64_t n, float epsilon, const float* g,
+                  const float* b) {
+  const float mean = static_cast<float>(sumInDouble<false>(xr, n) / static_cast<double>(n));
+  for (int64_t i = 0; i < n; ++i)
+    yr[i] = xr[i] - mean;  // the Sub's d, kept in the output row
+  const float variance = static_cast<float>(sumInDouble<true>(yr, n) / static_cast<double>(n));
+  const float deviation = std::sqrt(variance + epsilon);
+  for (int64_t i = 0; i < n; ++i) {
+    float v = yr[i] / deviation;
+    if (g != nullptr) v = v * g[i];
+    if (b != nullptr) v = v + b[i];
+    yr[i] = v;
+  }
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#define QFORGE_AVX512 __attribute__((target("avx512f")))
+
+// GCC 12 reports the placeholder (_mm512_undefined_*) inside its own AVX512F intrinsics as maybe
+// uninitialized; the warning is about the header, not this code.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+// sumInDouble with its eight partial sums in the lanes of one register: lane j adds the same
+// terms in the same order as partial[j], then the tail and the lanes are added as there.
+template <bool square>
+QFORGE_AVX512 double sumInDoubleAvx512(const float* v, int64_t n) {
+  __m512d partial = _mm512_setzero_pd();
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m256 terms = _mm256_loadu_ps(v + i);
+    if (square) terms = _mm256_mul_ps(terms, terms);
+    partial = _mm512_add_pd(partial, _mm512_cvtps_pd(terms));
+  }
+  double sum = 0;
+  for (; i < n; ++i) {
+    const float term = square ? v[i] * v[i] : v[i];
+    sum += term;
+  }
+  double lanes[8];
+  _mm512_storeu_pd(lanes, partial);
+  for (double p : lanes)
+    sum += p;
+  return sum;
+}
+
+// normalizeRow 16 floats at a time: the same operations per element (the build does not fuse a
+// multiply and an add), so the same bits.
+QFORGE_AVX512 void normalizeRowAvx512(const float* xr, float* yr, int64_t n, float epsilon,
+                                      const float* g, const float* b) {
+  const float mean = static_cast<float>(sumInDoubleAvx512<false>(xr, n) / static_cast<double>(n));
+  const __m512 mean_lanes = _mm512_set1_ps(mean);
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 mask = static_cast<__mmask16>(n - i >= 16 ? 0xffffu : (1u << (n - i)) - 1u);
+    _mm512_mask_storeu_ps(yr + i, mask,
+                          _mm512_sub_ps(_mm512_maskz_loadu_ps(mask, xr + i), mean_lanes));
+  }
+  const float variance =
+      static_cast<float>(sumInDoubleAvx512<true>(yr, n) / static_cast<double>(n));
+  const __m512 deviation = _mm512_set1_ps(std::sqrt(variance + epsilon));
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 mask = static_cast<__mmask16>(n - i >= 16 ? 0xffffu : (1u << (n - i)) - 1u);
+    __m512 v = _mm512_div_ps(_mm512_maskz_loadu_ps(mask, yr + i), deviation);
+    if (g != nullptr) v = _mm512_mul_ps(v, _mm512_maskz_loadu_ps(mask, g + i));
+    if (b != nullptr) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(mask, b + i));
+    _mm512_mask_storeu_ps(yr + i, mask, v);
+  }
+}
+#pragma GCC diagnostic pop
+#endif
+
 // The square of the Sub's d: Pow(d, 2), or Mul(d, d) as tf2onnx and Paddle2ONNX write it.
 bool squares(const OpContext& head, const std::optional<at::Tensor>& exponent) {
   if (isOp(head, kPow, "Pow")) {
@@ -162,22 +240,13 @@ at::Tensor layerNormRows(const at::Tensor& x_in, float epsilon, const at::Tensor
   const float* g = gamma.defined() ? gamma.data_ptr<float>() : nullptr;
   const float* b = beta.defined() ? beta.data_ptr<float>() : nullptr;
   const int64_t grain = std::max<int64_t>(1, kElementsPerChunk / n);
+  auto row = normalizeRow;
+#if defined(__x86_64__) && defined(__GNUC__)
+  if (vectorKernelsUsable(VectorKernels::kAvx512)) row = normalizeRowAvx512;
+#endif
   at::parallel_for(0, rows, grain, [&](int64_t begin, int64_t end) {
-    for (int64_t r = begin; r < end; ++r) {
-      const float* xr = xs + r * n;
-      float* yr = ys + r * n;
-      const float mean = static_cast<float>(sumInDouble<false>(xr, n) / static_cast<double>(n));
-      for (int64_t i = 0; i < n; ++i)
-        yr[i] = xr[i] - mean;  // the Sub's d, kept in the output row
-      const float variance = static_cast<float>(sumInDouble<true>(yr, n) / static_cast<double>(n));
-      const float deviation = std::sqrt(variance + epsilon);
-      for (int64_t i = 0; i < n; ++i) {
-        float v = yr[i] / deviation;
-        if (g != nullptr) v = v * g[i];
-        if (b != nullptr) v = v + b[i];
-        yr[i] = v;
-      }
-    }
+    for (int64_t r = begin; r < end; ++r)
+      row(xs + r * n, ys + r * n, n, epsilon, g, b);
   });
   return y;
 }

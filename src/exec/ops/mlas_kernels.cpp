@@ -3,10 +3,11 @@
 // plain float arithmetic elsewhere, integer bit operations where it builds exponents.
 #include "exec/ops/mlas_kernels.h"
 
-#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <limits>
+
+#include "exec/ops/vector_kernels.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
@@ -147,23 +148,7 @@ float erf(float x) {
 // scalar step of the same name (fmaf: VFMADD; a < b ? a : b: VMINPS; bit operations as integers).
 namespace {
 
-std::atomic<VectorKernels> widest_allowed{VectorKernels::kAvx512};
-
-bool allowed(VectorKernels kernels) {
-  return widest_allowed.load(std::memory_order_relaxed) >= kernels;
-}
-
 #ifdef QFORGE_MLAS_X86
-
-bool cpuHasAvx2Fma() {
-  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  return has;
-}
-
-bool cpuHasAvx512F() {
-  static const bool has = __builtin_cpu_supports("avx512f");
-  return has;
-}
 
 // The per-vector steps are lambdas returning vectors, always inlined into functions built for
 // the same instructions; GCC still warns that such a return would change the ABI of a call.
@@ -453,17 +438,13 @@ QFORGE_AVX512 void softmaxRowAvx512(const float* in, float* out, int64_t count) 
 
 }  // namespace
 
-VectorKernels setWidestVectorKernels(VectorKernels widest) {
-  return widest_allowed.exchange(widest);
-}
-
 void erfArray(const float* in, float* out, int64_t count) {
 #ifdef QFORGE_MLAS_X86
-  if (allowed(VectorKernels::kAvx512) && cpuHasAvx512F()) {
+  if (ops::vectorKernelsUsable(ops::VectorKernels::kAvx512)) {
     erfAvx512(in, out, count);
     return;
   }
-  if (allowed(VectorKernels::kAvx2) && cpuHasAvx2Fma()) {
+  if (ops::vectorKernelsUsable(ops::VectorKernels::kAvx2)) {
     erfAvx2(in, out, count);
     return;
   }
@@ -478,11 +459,11 @@ float gelu(float x) {
 
 void geluArray(const float* in, float* out, int64_t count) {
 #ifdef QFORGE_MLAS_X86
-  if (allowed(VectorKernels::kAvx512) && cpuHasAvx512F()) {
+  if (ops::vectorKernelsUsable(ops::VectorKernels::kAvx512)) {
     geluAvx512(in, out, count);
     return;
   }
-  if (allowed(VectorKernels::kAvx2) && cpuHasAvx2Fma()) {
+  if (ops::vectorKernelsUsable(ops::VectorKernels::kAvx2)) {
     geluAvx2(in, out, count);
     return;
   }
@@ -493,12 +474,12 @@ void geluArray(const float* in, float* out, int64_t count) {
 
 void softmaxRows(const float* in, float* out, int64_t rows, int64_t width, SumExpKernel kernel) {
 #ifdef QFORGE_MLAS_X86
-  if (kernel == SumExpKernel::kFma3 && allowed(VectorKernels::kAvx2) && cpuHasAvx2Fma()) {
+  if (kernel == SumExpKernel::kFma3 && ops::vectorKernelsUsable(ops::VectorKernels::kAvx2)) {
     for (int64_t r = 0; r < rows; ++r)
       softmaxRowFma3(in + r * width, out + r * width, width);
     return;
   }
-  if (kernel == SumExpKernel::kAvx512F && allowed(VectorKernels::kAvx512) && cpuHasAvx512F()) {
+  if (kernel == SumExpKernel::kAvx512F && ops::vectorKernelsUsable(ops::VectorKernels::kAvx512)) {
     for (int64_t r = 0; r < rows; ++r)
       softmaxRowAvx512(in + r * width, out + r * width, width);
     return;

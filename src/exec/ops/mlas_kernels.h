@@ -29,15 +29,11 @@ float gelu(float x);
 // AVX512F where this CPU has them, performing exactly the operations of the scalar functions
 // above, so every output has the same bits. The FMA3 softmax runs on 8 lanes and the AVX512F one
 // on 16, as they sum in those lanes; erf and GELU take the widest (lanes are independent there).
-// Without those instructions they run the scalar functions.
+// Without those instructions, or narrowed by ops::setWidestVectorKernels
+// (exec/ops/vector_kernels.h), they run the scalar functions.
 void erfArray(const float* in, float* out, int64_t count);
 void geluArray(const float* in, float* out, int64_t count);
 // `rows` contiguous rows of `width` floats, each as softmaxRow.
 void softmaxRows(const float* in, float* out, int64_t rows, int64_t width, SumExpKernel kernel);
-
-// Tests compare every path on one machine: the widest vector kernels the array functions may use
-// (kScalar: the scalar functions). Returns the previous setting.
-enum class VectorKernels { kScalar, kAvx2, kAvx512 };
-VectorKernels setWidestVectorKernels(VectorKernels widest);
 
 }  // namespace qforge::mlas

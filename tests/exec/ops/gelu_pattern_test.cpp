@@ -13,6 +13,7 @@
 
 #include "exec/executor.h"
 #include "exec/ops/mlas_kernels.h"
+#include "exec/ops/vector_kernels.h"
 #include "support/op_test_helpers.h"
 
 namespace qforge {
@@ -96,13 +97,13 @@ TEST(GeluPatternTest, TheFusedChainComputesAsOnnxRuntimesGeluKernel) {
   }
   GeluChain c;
   Graph g = geluGraph(c);
-  for (mlas::VectorKernels kernels :
-       {mlas::VectorKernels::kAvx512, mlas::VectorKernels::kAvx2, mlas::VectorKernels::kScalar}) {
+  for (ops::VectorKernels kernels :
+       {ops::VectorKernels::kAvx512, ops::VectorKernels::kAvx2, ops::VectorKernels::kScalar}) {
     SCOPED_TRACE(static_cast<int>(kernels));
-    const mlas::VectorKernels before = mlas::setWidestVectorKernels(kernels);
+    const ops::VectorKernels before = ops::setWidestVectorKernels(kernels);
     Executor ex(g, ExecutorOptions{false, /*profile=*/true});
     const at::Tensor y = ex.run({{"x", x}}).at("y");
-    mlas::setWidestVectorKernels(before);
+    ops::setWidestVectorKernels(before);
     EXPECT_TRUE(at::equal(y, expected_bits));
     EXPECT_EQ(erfCalls(ex), 0);
   }

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "exec/executor.h"
+#include "exec/ops/vector_kernels.h"
 #include "support/op_test_helpers.h"
 
 namespace qforge {
@@ -184,6 +185,38 @@ TEST(LayerNormPatternTest, NearMissesRunNodeByNode) {
   Executor shared_ex(shared, ExecutorOptions{false, true});
   expectTensorNear(shared_ex.run({{"x", x}}).at("y").to(at::kDouble), exact(x), 1e-5, 1e-5);
   EXPECT_EQ(callsOf(shared_ex, "Sqrt"), 1);
+}
+
+// The AVX512F rows against the scalar rows, bit for bit, on every length around the vector
+// widths (8 doubles in the sums, 16 floats elsewhere), with and without gamma and beta.
+TEST(LayerNormPatternTest, TheVectorRowsGiveTheScalarRowsBitsForEveryLength) {
+  if (!ops::vectorKernelsUsable(ops::VectorKernels::kAvx512)) {
+    GTEST_SKIP() << "this CPU has no AVX512F";
+  }
+  at::manual_seed(6);
+  for (int64_t n = 1; n <= 70; ++n) {
+    const at::Tensor x = at::randn({3, n}) * at::exp(at::randn({3, n})) + 3.f;
+    const at::Tensor gamma = at::randn({n});
+    const at::Tensor beta = at::randn({n});
+    for (bool affine : {false, true}) {
+      SCOPED_TRACE("length " + std::to_string(n) + (affine ? ", gamma and beta" : ""));
+      const at::Tensor g = affine ? gamma : at::Tensor();
+      const at::Tensor b = affine ? beta : at::Tensor();
+      const ops::VectorKernels before = ops::setWidestVectorKernels(ops::VectorKernels::kScalar);
+      const at::Tensor scalar = layerNormRows(x, kEpsilon, g, b);
+      ops::setWidestVectorKernels(ops::VectorKernels::kAvx512);
+      const at::Tensor vector = layerNormRows(x, kEpsilon, g, b);
+      ops::setWidestVectorKernels(before);
+      EXPECT_TRUE(at::equal(scalar, vector)) << (scalar - vector).abs().max();
+      // Both against the rows' own float32 steps around float64 means, as above.
+      const at::Tensor mean = (x.to(at::kDouble).sum(-1, true) / n).to(at::kFloat);
+      const at::Tensor d = x - mean;
+      const at::Tensor var = ((d * d).to(at::kDouble).sum(-1, true) / n).to(at::kFloat);
+      at::Tensor want = d / at::sqrt(var + kEpsilon);
+      if (affine) want = want * gamma + beta;
+      expectTensorNear(vector, want, 1e-6, 1e-6);
+    }
+  }
 }
 
 TEST(LayerNormPatternTest, TheKernelKeepsEmptyAndNonFiniteRowsAsTheNodesWould) {

@@ -13,8 +13,13 @@
 #include <random>
 #include <vector>
 
+#include "exec/ops/vector_kernels.h"
+
 namespace qforge::mlas {
 namespace {
+
+using ops::setWidestVectorKernels;
+using ops::VectorKernels;
 
 #if defined(__x86_64__) && defined(__GNUC__)
 bool cpuHasAvx2Fma() {
