@@ -5,15 +5,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "core/sanitizers.h"
 #include "core/tensor_pool.h"
-
-#if defined(__SANITIZE_ADDRESS__)
-#define QFORGE_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define QFORGE_ASAN 1
-#endif
-#endif
 
 namespace qforge {
 

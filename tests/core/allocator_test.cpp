@@ -4,13 +4,7 @@
 
 #include <cstdlib>
 
-#if defined(__SANITIZE_ADDRESS__)
-#define QFORGE_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define QFORGE_ASAN 1
-#endif
-#endif
+#include "core/sanitizers.h"
 
 namespace qforge {
 namespace {

@@ -438,38 +438,43 @@ QFORGE_AVX512 void softmaxRowAvx512(const float* in, float* out, int64_t count) 
 
 }  // namespace
 
-void erfArray(const float* in, float* out, int64_t count) {
-#ifdef QFORGE_MLAS_X86
-  if (ops::vectorKernelsUsable(ops::VectorKernels::kAvx512)) {
-    erfAvx512(in, out, count);
-    return;
+namespace {
+
+using ArrayKernel = void (*)(const float*, float*, int64_t);
+
+// An elementwise function on the widest lanes that may run here, else its scalar statement.
+void onWidestLanes(const float* in, float* out, int64_t count, ArrayKernel avx512, ArrayKernel avx2,
+                   float (*scalar)(float)) {
+  if (avx512 != nullptr && ops::vectorKernelsUsable(ops::VectorKernels::kAvx512)) {
+    avx512(in, out, count);
+  } else if (avx2 != nullptr && ops::vectorKernelsUsable(ops::VectorKernels::kAvx2)) {
+    avx2(in, out, count);
+  } else {
+    for (int64_t i = 0; i < count; ++i)
+      out[i] = scalar(in[i]);
   }
-  if (ops::vectorKernelsUsable(ops::VectorKernels::kAvx2)) {
-    erfAvx2(in, out, count);
-    return;
-  }
-#endif
-  for (int64_t i = 0; i < count; ++i)
-    out[i] = erf(in[i]);
 }
+
+}  // namespace
 
 float gelu(float x) {
   return (x * 0.5f) * (erf(x * kSqrtHalf) + 1.0f);
 }
 
+void erfArray(const float* in, float* out, int64_t count) {
+#ifdef QFORGE_MLAS_X86
+  onWidestLanes(in, out, count, erfAvx512, erfAvx2, erf);
+#else
+  onWidestLanes(in, out, count, nullptr, nullptr, erf);
+#endif
+}
+
 void geluArray(const float* in, float* out, int64_t count) {
 #ifdef QFORGE_MLAS_X86
-  if (ops::vectorKernelsUsable(ops::VectorKernels::kAvx512)) {
-    geluAvx512(in, out, count);
-    return;
-  }
-  if (ops::vectorKernelsUsable(ops::VectorKernels::kAvx2)) {
-    geluAvx2(in, out, count);
-    return;
-  }
+  onWidestLanes(in, out, count, geluAvx512, geluAvx2, gelu);
+#else
+  onWidestLanes(in, out, count, nullptr, nullptr, gelu);
 #endif
-  for (int64_t i = 0; i < count; ++i)
-    out[i] = gelu(in[i]);
 }
 
 void softmaxRows(const float* in, float* out, int64_t rows, int64_t width, SumExpKernel kernel) {
