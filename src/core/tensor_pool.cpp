@@ -4,7 +4,7 @@
 
 #include <cstdlib>
 #include <mutex>
-#include <new>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -50,7 +50,12 @@ char* takeBlock(size_t size) {
     ++lists.counts.allocated;
   }
   void* block = nullptr;
-  if (posix_memalign(&block, kAlignment, kHeader + size) != 0) throw std::bad_alloc();
+  if (posix_memalign(&block, kAlignment, kHeader + size) != 0) {
+    // A resource error: the executor names the node it happened in, the CLI prints one line.
+    throw ResourceLimitError("out of memory: the system refused " +
+                             byteSizeText(static_cast<int64_t>(size)) +
+                             " for a tensor; try a smaller --batch, or more memory");
+  }
   *static_cast<size_t*>(block) = size;
   return static_cast<char*>(block);
 }

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -62,6 +63,17 @@ TEST(TensorPoolTest, LargeBlocksAndEmptyRequestsAreNotPooled) {
   const TensorPoolCounts after = tensorPoolCounts();
   EXPECT_EQ(after.pooled_bytes, before.pooled_bytes);
   EXPECT_EQ(after.reused, before.reused);
+}
+
+TEST(TensorPoolTest, ARefusedAllocationIsOneClearResourceError) {
+  try {
+    tensorPool()->allocate(size_t{1} << 62);
+    FAIL() << "4 EiB were allocated";
+  } catch (const ResourceLimitError& e) {
+    EXPECT_NE(std::string(e.what()).find("out of memory: the system refused 4.0 EiB"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(TensorPoolTest, ThePoolHoldsNoMoreThanItsBound) {
