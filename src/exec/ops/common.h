@@ -35,6 +35,15 @@ inline bool float32WithoutGrad(std::initializer_list<std::reference_wrapper<cons
   return true;
 }
 
+// `t`'s n values as one contiguous row when they all lie along its last axis (every other dim
+// 1): a per-feature weight or a per-column bias. A contiguous 1-D tensor is returned as it is,
+// without a reshape through the dispatcher on every run; undefined when t is not such a row.
+inline at::Tensor valuesAlongLastAxis(const at::Tensor& t, int64_t n) {
+  if (t.dim() == 1 && t.size(0) == n && t.is_contiguous()) return t;
+  if (t.dim() < 1 || t.numel() != n || t.size(-1) != n) return {};
+  return t.reshape({n}).contiguous();
+}
+
 // Reads a 0-d or 1-d integer tensor (shapes, axes, pads given as inputs) into a vector.
 inline std::vector<int64_t> toInt64Vector(const at::Tensor& t) {
   at::Tensor c = t.to(at::kLong).contiguous().reshape({-1});

@@ -22,7 +22,6 @@ using dnnl::memory;
 struct MatMulKernel {
   std::vector<int64_t> key;
   memory::desc src, weights, dst;
-  bool with_bias = false;
   dnnl::matmul primitive;
   std::optional<memory> packed;        // the weight reordered into `weights`, when packed
   std::optional<Stamp> packed_source;  // ... and the tensor it was reordered from
@@ -107,7 +106,6 @@ MatMulKernel buildKernel(const at::Tensor& a, const at::Tensor& b, bool packed, 
                  {DNNL_ARG_WEIGHTS, kernel.weights_mem},
                  {DNNL_ARG_DST, kernel.dst_mem}};
   if (bias) {
-    kernel.with_bias = true;
     kernel.bias_mem = memory(bias_desc, cpuEngine(), nullptr);
     kernel.args.emplace(DNNL_ARG_BIAS, kernel.bias_mem);
   }
@@ -128,11 +126,10 @@ bool dnnlMatMulApplies(const at::Tensor& a, const at::Tensor& b) {
 }
 
 at::Tensor asColumnBias(const at::Tensor& c, int64_t columns, int64_t rank) {
-  if (!c.defined() || c.scalar_type() != at::kFloat || c.requires_grad() || c.dim() < 1 ||
-      c.dim() > rank || c.numel() != columns || c.size(-1) != columns) {
+  if (!c.defined() || c.scalar_type() != at::kFloat || c.requires_grad() || c.dim() > rank) {
     return {};
   }
-  return c.reshape({columns}).contiguous();
+  return valuesAlongLastAxis(c, columns);
 }
 
 at::Tensor dnnlMatMul(std::any* state, const at::Tensor& a_in, const at::Tensor& b_in,

@@ -62,12 +62,8 @@ std::optional<float> floatScalar(const std::optional<at::Tensor>& t, int64_t ran
 // gamma or beta as `features` contiguous floats, when it broadcasts along the last axis only.
 at::Tensor perFeature(const std::optional<at::Tensor>& t, int64_t features, int64_t rank) {
   if (!t || t->scalar_type() != at::kFloat || t->dim() > rank) return {};
-  // The usual case, a weight of `features` values, is passed as it is: a reshape would go through
-  // the dispatcher on every run.
-  if (t->dim() == 1 && t->size(0) == features && t->is_contiguous()) return *t;
   if (t->numel() == 1) return t->reshape({1}).expand({features}).contiguous();
-  if (t->numel() == features && t->size(-1) == features) return t->reshape({features}).contiguous();
-  return {};
+  return valuesAlongLastAxis(*t, features);
 }
 
 // Sums in double over eight partial accumulators (vectorizable; the result is the float32 mean's
@@ -117,6 +113,11 @@ void normalizeRow(const float* xr, float* yr, int64_t n, float epsilon, const fl
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
+// The lanes of a 16-float vector that hold the `count` elements left, all 16 when as many remain.
+QFORGE_AVX512 inline __mmask16 lanesFor(int64_t count) {
+  return static_cast<__mmask16>(count >= 16 ? 0xffffu : (1u << count) - 1u);
+}
+
 // sumInDouble with its eight partial sums in the lanes of one register: lane j adds the same
 // terms in the same order as partial[j], then the tail and the lanes are added as there.
 template <bool square>
@@ -147,7 +148,7 @@ QFORGE_AVX512 void normalizeRowAvx512(const float* xr, float* yr, int64_t n, flo
   const float mean = static_cast<float>(sumInDoubleAvx512<false>(xr, n) / static_cast<double>(n));
   const __m512 mean_lanes = _mm512_set1_ps(mean);
   for (int64_t i = 0; i < n; i += 16) {
-    const __mmask16 mask = static_cast<__mmask16>(n - i >= 16 ? 0xffffu : (1u << (n - i)) - 1u);
+    const __mmask16 mask = lanesFor(n - i);
     _mm512_mask_storeu_ps(yr + i, mask,
                           _mm512_sub_ps(_mm512_maskz_loadu_ps(mask, xr + i), mean_lanes));
   }
@@ -155,7 +156,7 @@ QFORGE_AVX512 void normalizeRowAvx512(const float* xr, float* yr, int64_t n, flo
       static_cast<float>(sumInDoubleAvx512<true>(yr, n) / static_cast<double>(n));
   const __m512 deviation = _mm512_set1_ps(std::sqrt(variance + epsilon));
   for (int64_t i = 0; i < n; i += 16) {
-    const __mmask16 mask = static_cast<__mmask16>(n - i >= 16 ? 0xffffu : (1u << (n - i)) - 1u);
+    const __mmask16 mask = lanesFor(n - i);
     __m512 v = _mm512_div_ps(_mm512_maskz_loadu_ps(mask, yr + i), deviation);
     if (g != nullptr) v = _mm512_mul_ps(v, _mm512_maskz_loadu_ps(mask, g + i));
     if (b != nullptr) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(mask, b + i));
