@@ -41,9 +41,10 @@ void Observer::observe(const at::Tensor& x) {
   // Only read here: a detached alias (a new TensorImpl) matters only to a tensor autograd tracks.
   at::Tensor data = x.requires_grad() ? x.detach() : x;
   if (data.scalar_type() != at::kFloat) data = data.to(at::kFloat);
-  // Per-tensor statistics do not depend on where a value sits: a channels-last activation is
-  // read in memory order rather than copied.
-  data = scheme_.perChannel() ? data.contiguous() : inMemoryOrder(data);
+  // Per-tensor statistics do not depend on where a value sits: a dense activation in any layout
+  // (channels-last) is scanned where it is, and put in memory order (a view, no copy) only for
+  // an observer that keeps more than its range.
+  if (scheme_.perChannel() || !data.is_non_overlapping_and_dense()) data = data.contiguous();
   int64_t channels = 0;
   if (scheme_.perChannel()) {
     if (scheme_.axis >= data.dim()) {
@@ -67,7 +68,7 @@ void Observer::observe(const at::Tensor& x) {
     ++batches_;
     ++folded_;
   } else {
-    holdOrFold(data, stats, channels);
+    holdOrFold(scheme_.perChannel() ? data : inMemoryOrder(data), stats, channels);
   }
   if (repeatIsNoOp()) {
     last_seen_ =

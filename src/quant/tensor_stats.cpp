@@ -87,8 +87,10 @@ __attribute__((target("avx2"))) Partial scanAvx2(const float* x, int64_t n) {
 }  // namespace
 
 MinMax finiteMinMax(const at::Tensor& x) {
-  require(x.scalar_type() == at::kFloat && x.is_contiguous(),
-          "finiteMinMax: expects a contiguous float32 tensor");
+  // Min and max do not depend on positions: a dense tensor in any layout (a channels-last
+  // activation) is scanned in memory order, without a permuted view made for it.
+  require(x.scalar_type() == at::kFloat && x.is_non_overlapping_and_dense(),
+          "finiteMinMax: expects a non-overlapping, dense float32 tensor");
   const int64_t n = x.numel();
   if (n == 0) return {};
   const float* data = x.data_ptr<float>();

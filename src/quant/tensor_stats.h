@@ -12,8 +12,8 @@ struct MinMax {
   bool finite = true;  // false when any value is NaN or +-Inf
 };
 
-// Min, max and finiteness of a contiguous float32 tensor in one parallel pass (empty: finite, 0,
-// 0).
+// Min, max and finiteness of a non-overlapping, dense float32 tensor (any layout: its values fill
+// numel() consecutive floats) in one parallel pass (empty: finite, 0, 0).
 MinMax finiteMinMax(const at::Tensor& x);
 
 // Number of NaN/Inf values (only computed for error messages).

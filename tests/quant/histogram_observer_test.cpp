@@ -137,6 +137,22 @@ TEST(PercentileObserverTest, LaplaceQuantileAcrossGrowingBatches) {
   EXPECT_NEAR(single.range().second.item<float>(), std::log(1000.0), 2e-3);
 }
 
+// A channels-last activation reaches the histogram through a view in memory order: its quantile
+// is the one of the same values sorted, as for the NCHW tensor.
+TEST(PercentileObserverTest, ChannelsLastActivationGivesTheQuantileOfItsValues) {
+  const at::Tensor nchw = laplacePoints(4 * 9 * 10 * 10, 1.5).view({4, 9, 10, 10});
+  const at::Tensor channels_last = nchw.contiguous(at::MemoryFormat::ChannelsLast);
+  ASSERT_FALSE(channels_last.is_contiguous());
+  PercentileObserver obs("x", QScheme::int8Symmetric(), 99.0);
+  obs.observe(channels_last);
+  double below = 0.0, above = 0.0;
+  exactAbsQuantile(nchw, 0.99, &below, &above);
+  const double width = obs.histogram().binWidth();
+  const float hi = obs.range().second.item<float>();
+  EXPECT_GE(hi, below - width);
+  EXPECT_LE(hi, above + width);
+}
+
 TEST(PercentileObserverTest, IgnoresRareOutliers) {
   PercentileObserver obs("x", QScheme::uint8Asymmetric(), 99.9);
   at::Tensor x = at::linspace(0.0, 1.0, 100000);

@@ -39,5 +39,25 @@ TEST(TensorStatsTest, FiniteMinMaxEqualsAtenInBothBuilds) {
   }
 }
 
+// A channels-last activation and a transposed matrix are dense without being contiguous: scanned
+// where they sit. A channel slice has gaps between its values and is refused, not misread.
+TEST(TensorStatsTest, FiniteMinMaxReadsDenseTensorsInAnyLayout) {
+  at::manual_seed(3);
+  const at::Tensor nchw = at::randn({2, 5, 7, 3});
+  const at::Tensor channels_last = nchw.contiguous(at::MemoryFormat::ChannelsLast);
+  ASSERT_FALSE(channels_last.is_contiguous());
+  MinMax stats = finiteMinMax(channels_last);
+  EXPECT_EQ(stats.min, nchw.min().item<float>());
+  EXPECT_EQ(stats.max, nchw.max().item<float>());
+  const at::Tensor transposed = at::randn({33, 17}).t();
+  stats = finiteMinMax(transposed);
+  EXPECT_EQ(stats.min, transposed.min().item<float>());
+  EXPECT_EQ(stats.max, transposed.max().item<float>());
+  at::Tensor with_inf = channels_last.clone();
+  with_inf.index_put_({1, 4, 6, 2}, std::numeric_limits<float>::infinity());
+  EXPECT_FALSE(finiteMinMax(with_inf).finite);
+  EXPECT_THROW(finiteMinMax(channels_last.slice(1, 0, 3)), std::exception);
+}
+
 }  // namespace
 }  // namespace qforge::quant
