@@ -5,6 +5,8 @@
 #include <limits>
 #include <optional>
 
+#include "exec/ops/tail_operands.h"
+
 namespace qforge::ops {
 
 namespace {
@@ -35,7 +37,7 @@ bool clipBound(const OpContext& clip, size_t slot, float& bound) {
   if (!clip.hasInput(slot)) return true;
   const at::Tensor& t = clip.input(slot);
   if (t.numel() != 1 || t.scalar_type() != at::kFloat) return false;
-  bound = t.item<float>();
+  bound = static_cast<float>(scalarValue(t));
   return true;
 }
 

@@ -246,8 +246,37 @@ std::vector<int64_t> spatialDims(const OpContext& ctx, const at::Tensor& x) {
   return dims;
 }
 
+// The mean of each channel of a channels-last float activation, summed pixel by pixel in row
+// order and divided by the pixel count: how ONNX Runtime's blocked (NCHWc) pooling kernel adds,
+// each channel on its own. Vectorized across channels; at::mean spends most of a batch-1
+// MobileNet's 7x7 pooling on its reduction set-up.
+at::Tensor channelsLastMean(const at::Tensor& x) {
+  const int64_t batch = x.size(0), channels = x.size(1), pixels = x.size(2) * x.size(3);
+  at::Tensor y = at::zeros({batch, channels, 1, 1}, x.options());
+  const float* in = x.data_ptr<float>();
+  float* out = y.data_ptr<float>();
+  const float count = static_cast<float>(pixels);
+  for (int64_t n = 0; n < batch; ++n) {
+    float* __restrict sums = out + n * channels;
+    for (int64_t p = 0; p < pixels; ++p) {
+      const float* __restrict pixel = in + (n * pixels + p) * channels;
+      for (int64_t c = 0; c < channels; ++c)
+        sums[c] += pixel[c];
+    }
+    for (int64_t c = 0; c < channels; ++c)
+      sums[c] /= count;
+  }
+  return y;
+}
+
 std::vector<at::Tensor> globalAveragePool(const OpContext& ctx) {
   const at::Tensor& x = ctx.input(0);
+  if (x.dim() == 4 && x.scalar_type() == at::kFloat && x.device().is_cpu() &&
+      x.size(2) * x.size(3) > 1 && !x.is_contiguous() &&
+      x.is_contiguous(at::MemoryFormat::ChannelsLast) &&
+      !(at::GradMode::is_enabled() && x.requires_grad())) {
+    return {channelsLastMean(x)};
+  }
   return {at::mean(x, spatialDims(ctx, x), /*keepdim=*/true)};
 }
 

@@ -2,12 +2,15 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <array>
 #include <limits>
 #include <string>
 #include <vector>
 
+#include "exec/executor.h"
 #include "exec/op_info.h"
 #include "support/op_test_helpers.h"
+#include "support/single_op.h"
 
 namespace qforge {
 namespace {
@@ -263,6 +266,50 @@ TEST(GlobalPoolTest, AverageAndMaxPerChannel) {
   expectValuesNear(run1({"GlobalMaxPool", 1, {x}}), {1, 2, 1, 1}, {6, -1});
   const at::Tensor x1d = f32({1, 2, 6, 0, 0, 3}, {2, 1, 3});
   expectValuesNear(run1({"GlobalAveragePool", 1, {x1d}}), {2, 1, 1}, {3, 1});
+}
+
+// ONNX Runtime's blocked pooling kernel (MLAS's NCHWc average pool, restated): each channel's
+// pixels added one by one in row order from 0, the sum divided by the pixel count.
+at::Tensor ortBlockedMean(const at::Tensor& x_nchw) {
+  const at::Tensor x = x_nchw.contiguous();
+  const int64_t rows = x.size(0) * x.size(1), pixels = x.size(2) * x.size(3);
+  at::Tensor y = at::empty({x.size(0), x.size(1), 1, 1});
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* v = x.data_ptr<float>() + r * pixels;
+    float sum = 0.0f;
+    for (int64_t p = 0; p < pixels; ++p)
+      sum += v[p];
+    y.data_ptr<float>()[r] = sum / static_cast<float>(pixels);
+  }
+  return y;
+}
+
+// A convolution's channels-last output (MobileNet's last 7x7 map; odd channel counts for the
+// vector tails) is averaged in ONNX Runtime's order, bit for bit, and within float rounding of
+// the exact mean.
+TEST(GlobalPoolTest, ChannelsLastAverageAddsAsOnnxRuntime) {
+  for (auto [n, c, h, w] : {std::array<int64_t, 4>{1, 192, 7, 7}, {3, 13, 5, 9}, {2, 1001, 2, 1}}) {
+    SCOPED_TRACE(std::to_string(n) + "x" + std::to_string(c) + "x" + std::to_string(h) + "x" +
+                 std::to_string(w));
+    at::manual_seed(c);
+    const at::Tensor x = channelsLastActivation(n, c, h, w) * 4 + 1;
+    const at::Tensor y = run1({"GlobalAveragePool", 1, {x}});
+    ASSERT_EQ(y.sizes(), (std::vector<int64_t>{n, c, 1, 1}));
+    EXPECT_TRUE(at::equal(y.contiguous(), ortBlockedMean(x)));
+    const at::Tensor exact = x.to(at::kDouble).mean({2, 3}, /*keepdim=*/true);
+    EXPECT_TRUE(at::allclose(y.to(at::kDouble), exact, 1e-6, 1e-6));
+  }
+}
+
+// With gradients on, the pool stays ATen's and passes its gradient back: 1 / pixels each.
+TEST(GlobalPoolTest, ChannelsLastAverageKeepsItsGradient) {
+  const at::Tensor x = channelsLastActivation(1, 8, 3, 4).requires_grad_(true);
+  const Graph graph = buildSingleOpGraph({"GlobalAveragePool", 1, {x}});
+  Executor training(graph, ExecutorOptions{/*enable_grad=*/true});
+  const at::Tensor y = training.run({{"in0", x}}).at("out0");
+  ASSERT_TRUE(y.requires_grad());
+  y.sum().backward();
+  EXPECT_TRUE(at::allclose(x.grad(), at::full({1, 8, 3, 4}, 1.0f / 12)));
 }
 
 TEST(GlobalPoolTest, RankTooSmallNamesNode) {
