@@ -15,11 +15,15 @@ the low percentile of enough runs (--iters 200 and more) measures the code rathe
 
   QFORGE_ORT_DIR=build/ort /usr/bin/python3 bench/executor_speed_table.py
       [--models zoo,untuned | zoo_resnet,tv_mobilenet_v2] [--batches 1,8] [--rounds 3] [--iters 10]
-      [--threads N] [--backend TensorRT] [--json FILE]
+      [--round-ms MS] [--statistic median|p10] [--threads N] [--backend TensorRT] [--json FILE]
+
+The whole table of issue #19 in one run (every model at its own batches, about 25 minutes):
+  ... --models zoo,untuned --rounds 5 --iters 100 --round-ms 2000 --statistic p10
 
 Models: the zoo (models/zoo, 1x28x28), torchvision ResNet-18 and MobileNetV2 at 224x224 (random
 weights; tools/export_torchvision_models.py writes them into build/models on first use) and
-U^2-NetP at 320x320 (bench/corpus/fetch.sh, when the corpus is fetched). `--models untuned` (or
+U^2-NetP at 320x320 (bench/corpus/fetch.sh, when the corpus is fetched; its batch is fixed at 1,
+and a copy with the batch opened runs at 8). `--models untuned` (or
 `zoo,untuned`) adds exports no executor work was tuned on: torchvision ShuffleNetV2, MobileNetV3
 (opset 11), EfficientNet-B0, SqueezeNet 1.1 (opset 9) and a small ViT from
 bench/corpus/export_torchvision.py, and PaddleOCR's direction classifier at 3x48x192.
@@ -48,6 +52,9 @@ MODELS = {
     "tv_resnet18": ("build/models/resnet18.onnx", [1, 8], None),
     "tv_mobilenet_v2": ("build/models/mobilenet_v2.onnx", [1, 8], None),
     "u2netp": ("build/corpus/u2netp.onnx", [1], None),
+    # The same export with its fixed batch of 1 opened (inputs' and outputs' first dim): nothing
+    # in its graph depends on the batch, so it runs at 8 in both runtimes.
+    "u2netp_any_batch": ("build/corpus/u2netp_any_batch.onnx", [8], None),
 }
 
 # Exports nothing here was tuned on (bench/corpus: torchvision at 224x224 with random weights,
@@ -81,12 +88,31 @@ def ensure_model(name, path):
     elif name.startswith("tv_"):
         run(["/usr/bin/python3", os.path.join(ROOT, "tools", "export_torchvision_models.py"),
              "--out", os.path.dirname(path)])
+    elif name == "u2netp_any_batch":
+        fixed = os.path.join(os.path.dirname(path), "u2netp.onnx")
+        if not ensure_model("u2netp", fixed):
+            return False
+        open_batch_dim(fixed, path)
     elif name in ("u2netp", "ppocr_mobile_cls"):
         fetch = subprocess.run([os.path.join(ROOT, "bench", "corpus", "fetch.sh"),
                                 os.path.dirname(path)], capture_output=True, text=True)
         if fetch.returncode != 0:
             return False
     return os.path.exists(path)
+
+
+def open_batch_dim(src, dst):
+    """Writes `src` with the first dim of every graph input and output made symbolic."""
+    model = onnx.load(src)
+    for value in list(model.graph.input) + list(model.graph.output):
+        dims = value.type.tensor_type.shape.dim
+        if dims:
+            dims[0].ClearField("dim_value")
+            dims[0].dim_param = "batch"
+    del model.graph.value_info[:]  # inferred shapes there still say 1
+    tmp = dst + ".tmp"
+    onnx.save(model, tmp)
+    os.replace(tmp, dst)
 
 
 def write_inputs(model_path, batch, seed, out_dir, sample_dims=None):
@@ -126,10 +152,10 @@ def latency(args, times_ms):
     return statistics.median(times_ms)
 
 
-def time_ort(args, model, npy, work):
+def time_ort(args, model, npy, work, iters):
     cmd = ["node", os.path.join(ROOT, "tools", "ort", "run_model.js"), "--model", model,
            "--out-dir", os.path.join(work, "ort_out"), "--threads", str(args.threads),
-           "--time-runs", str(args.iters), "--warmup", str(args.warmup)]
+           "--time-runs", str(iters), "--warmup", str(args.warmup)]
     if args.ort_dir:
         cmd += ["--ort-dir", args.ort_dir]
     for name, f in npy:
@@ -138,8 +164,8 @@ def time_ort(args, model, npy, work):
     return latency(args, manifest["times_ms"]), manifest["peak_rss_bytes"]
 
 
-def time_qforge(args, model, pb, extra):
-    cmd = [args.qforge, "run", model, "--iters", str(args.iters), "--warmup", str(args.warmup),
+def time_qforge(args, model, pb, iters, extra):
+    cmd = [args.qforge, "run", model, "--iters", str(iters), "--warmup", str(args.warmup),
            "--json"] + extra
     for name, f in pb:
         cmd += ["--input", f"{name}={f}"]
@@ -151,15 +177,21 @@ def time_qforge(args, model, pb, extra):
 def measure(args, name, model, batch, sample_dims=None):
     with tempfile.TemporaryDirectory() as work:
         npy, pb = write_inputs(model, batch, 0, work, sample_dims)
+        iters = args.iters
+        if args.round_ms:
+            # About round_ms of runs per peer and round: a batch-1 row of a small model gets
+            # enough runs for its p10, a large model at batch 8 does not take an hour.
+            probe_ms, _ = time_ort(args, model, npy, work, 3)
+            iters = max(5, min(args.iters, int(args.round_ms / max(probe_ms, 1e-3))))
         rounds = []
         for _ in range(args.rounds):
-            ort_ms, ort_rss = time_ort(args, model, npy, work)
-            float_ms, float_rss = time_qforge(args, model, pb, [])
+            ort_ms, ort_rss = time_ort(args, model, npy, work, iters)
+            float_ms, float_rss = time_qforge(args, model, pb, iters, [])
             calib_ms, calib_rss = time_qforge(
-                args, model, pb, ["--backend", args.backend, "--mode", "calibration"])
+                args, model, pb, iters, ["--backend", args.backend, "--mode", "calibration"])
             rounds.append({"ort_ms": ort_ms, "float_ms": float_ms, "calib_ms": calib_ms,
                            "ort_rss": ort_rss, "float_rss": float_rss, "calib_rss": calib_rss})
-    row = {"model": name, "batch": batch, "rounds": rounds}
+    row = {"model": name, "batch": batch, "iters": iters, "rounds": rounds}
     for key in ("ort_ms", "float_ms", "calib_ms"):
         row[key] = statistics.median(r[key] for r in rounds)
     for peer in ("float", "calib"):
@@ -172,7 +204,9 @@ def measure(args, name, model, batch, sample_dims=None):
 
 
 def print_table(rows, args):
-    print(f"threads {args.threads}, {args.rounds} rounds of {args.iters} runs "
+    runs = (f"up to {args.iters} runs (about {args.round_ms:g} ms of ONNX Runtime's runs)"
+            if args.round_ms else f"{args.iters} runs")
+    print(f"threads {args.threads}, {args.rounds} rounds of {runs} "
           f"(+{args.warmup} warm-up, {args.statistic} of each round's runs), calibration mode: "
           f"{args.backend}; ratio = ORT ms / qforge ms (throughput against ONNX Runtime), "
           "median [range] over rounds\n")
@@ -202,6 +236,9 @@ def main():
     p.add_argument("--batches", help="comma-separated; default: each model's own")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--iters", type=int, default=10)
+    p.add_argument("--round-ms", type=float,
+                   help="runs per round: as many as fill this many ms of ONNX Runtime's "
+                        "latency (probed once per row), between 5 and --iters")
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--statistic", choices=["median", "p10"], default="median",
                    help="of each round's runs (p10: see above)")
