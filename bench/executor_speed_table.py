@@ -18,7 +18,7 @@ the low percentile of enough runs (--iters 200 and more) measures the code rathe
       [--round-ms MS] [--statistic median|p10] [--threads N] [--backend TensorRT] [--json FILE]
 
 The whole table of issue #19 in one run (every model at its own batches, about 25 minutes):
-  ... --models zoo,untuned --rounds 5 --iters 100 --round-ms 2000 --statistic p10
+  ... --models zoo,untuned --rounds 7 --iters 200 --round-ms 2000 --statistic p10
 
 Models: the zoo (models/zoo, 1x28x28), torchvision ResNet-18 and MobileNetV2 at 224x224 (random
 weights; tools/export_torchvision_models.py writes them into build/models on first use) and
