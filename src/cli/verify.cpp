@@ -98,8 +98,19 @@ std::string reportText(const verify::VerifyReport& r) {
                     static_cast<long long>(d.compared));
       out << buf;
     };
-    if (c.first_difference) line("first difference", *c.first_difference);
-    if (c.divergence) line("first divergence > 1 step", *c.divergence);
+    const auto cause = [&](const verify::Divergence& d) {
+      const std::string why =
+          verify::describeCause(d, c.first_difference && d.index == c.first_difference->index);
+      if (!why.empty()) out << "           why: " << why << "\n";
+    };
+    if (c.first_difference) {
+      line("first difference", *c.first_difference);
+      cause(*c.first_difference);
+    }
+    if (c.divergence) {
+      line("first divergence > 1 step", *c.divergence);
+      cause(*c.divergence);
+    }
     if (c.largest && c.largest->share_off > 0) line("most elements off", *c.largest);
   }
   for (const verify::Criterion& c : r.criteria) {

@@ -1,11 +1,13 @@
 #include "verify/trace.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <map>
 #include <optional>
 #include <set>
 
 #include "algos/model_feeds.h"
+#include "core/error.h"
 #include "core/files.h"
 #include "ir/onnx_export.h"
 #include "ir/onnx_import.h"
@@ -68,6 +70,7 @@ struct ComparedTensor {
   std::string reference;  // in the reference executor
   std::optional<double> scale;
   int64_t zero_point = 0;
+  std::string reference_input;  // the float value the reference quantizes ("" when unknown)
 };
 
 // The part of ORT's `got` (all traced samples) that run `run` of `runs` computed: all of it in one
@@ -156,7 +159,7 @@ std::vector<Divergence> compareTensors(const TraceContext& context, Executor& re
                            compare_run);
     for (const auto& [i, d] : differences) {
       out.push_back(Divergence{wanted[i].quantizer, wanted[i].tensor, d.maxSteps(),
-                               static_cast<int64_t>(out.size()), 0, d.shareOff()});
+                               static_cast<int64_t>(out.size()), 0, d.shareOff(), std::nullopt});
     }
     begin = end;
   }
@@ -165,7 +168,88 @@ std::vector<Divergence> compareTensors(const TraceContext& context, Executor& re
   return out;
 }
 
+// The largest difference between the float values entering `c`'s quantizer in ORT (the input of
+// the QuantizeLinear writing c.tensor) and in the reference, in steps of c.scale; nullopt when
+// the exported model writes that tensor otherwise (arithmetic) or the shapes do not line up.
+// Exposing the float value keeps ORT from fusing the op that writes it with the QuantizeLinear,
+// so this measures the float op as ORT runs it unfused.
+std::optional<double> floatGapSteps(const TraceContext& context, Executor& reference,
+                                    const std::string& path, const TensorMap& feeds,
+                                    const ComparedTensor& c, const TensorMap& overrides) {
+  if (!c.scale || c.reference_input.empty()) return std::nullopt;
+  const Graph exported = importOnnxFile(path);
+  const Value* quantized = exported.findValue(c.tensor);
+  const Node* q = quantized != nullptr ? quantized->producer() : nullptr;
+  if (q == nullptr || q->opType() != "QuantizeLinear" || q->input(0) == nullptr)
+    return std::nullopt;
+  const std::string ort_input = q->input(0)->name();
+  const at::Tensor ort = ortIntermediates(context.ort, path, feeds, {ort_input}).at(ort_input);
+  std::optional<double> gap;
+  algos::forEachBatchRun(
+      reference, feeds, {c.reference_input}, context.fixed_batch, overrides,
+      [&](int64_t run, int64_t runs, TensorMap&& values) {
+        const at::Tensor& mine = values.at(c.reference_input);
+        const at::Tensor got = partOf(ort, mine, run, runs);
+        if (!got.defined() || !got.is_floating_point()) return;
+        const double d = (got.to(at::kDouble) - mine.to(at::kDouble)).abs().max().item<double>();
+        gap = std::max(gap.value_or(0.0), d / *c.scale);
+      });
+  return gap;
+}
+
+// Measures the float gap of the first tensor that differs and of the first beyond one level.
+void measureFloatGaps(const TraceContext& context, Executor& reference, const std::string& path,
+                      const TensorMap& feeds, const std::vector<ComparedTensor>& wanted,
+                      const TensorMap& overrides, std::vector<Divergence>& found) {
+  const TraceSummary summary = summarize(found);
+  for (const std::optional<Divergence>& d : {summary.first_difference, summary.divergence}) {
+    if (!d) continue;
+    Divergence& target = found[static_cast<size_t>(d->index)];
+    if (target.float_gap_steps) continue;
+    const auto c = std::find_if(wanted.begin(), wanted.end(), [&](const ComparedTensor& w) {
+      return w.tensor == target.tensor && w.quantizer == target.quantizer;
+    });
+    if (c == wanted.end()) continue;
+    try {
+      target.float_gap_steps = floatGapSteps(context, reference, path, feeds, *c, overrides);
+    } catch (const Error&) {
+      // ORT refusing the copy with the float value exposed leaves the trace as it was found.
+    }
+  }
+}
+
 }  // namespace
+
+std::optional<std::string> differenceCause(const Divergence& d) {
+  if (!d.float_gap_steps) return std::nullopt;
+  if (*d.float_gap_steps >= 0.5) return std::string("float_inputs_differ");
+  if (d.max_steps <= 1.0 + 1e-9) return std::string("rounding_ties");
+  return std::string("quantizer_differs");
+}
+
+std::string describeCause(const Divergence& d, bool first) {
+  const std::optional<std::string> cause = differenceCause(d);
+  if (!cause) return "";
+  char gap[32];
+  std::snprintf(gap, sizeof(gap), "%.3g", *d.float_gap_steps);
+  if (*cause == "float_inputs_differ") {
+    // No compared tensor before the first difference differs, so only a float op can have moved
+    // its input; later, differences carried from earlier tensors do it too.
+    return std::string("the values entering its quantizer differ by up to ") + gap + " steps: " +
+           (first ? "an op before it computes differently in ONNX Runtime"
+                  : "carried from the differences before it, or an op since the last compared "
+                    "tensor computes differently");
+  }
+  if (*cause == "rounding_ties") {
+    return std::string(
+               "float rounding noise: the values entering its quantizer differ by at "
+               "most ") +
+           gap + " steps, and each level difference is a value that close to a rounding boundary";
+  }
+  return std::string("the values entering its quantizer agree to ") + gap +
+         " steps, but its levels differ by more than one: the quantization itself (scale, zero "
+         "point, rounding) differs";
+}
 
 std::vector<Encoding> encodings(const nlohmann::json& manifest) {
   std::vector<Encoding> out;
@@ -243,11 +327,15 @@ std::vector<Divergence> traceQdq(const TraceContext& context, passes::PreparedMo
       if (e.quantizer != fq_quantizer || e.role != "activation" || !e.per_tensor) continue;
       if (!quantized.contains(e.quantizer)) continue;
       wanted.push_back(ComparedTensor{e.quantizer, quantized[e.quantizer].get<std::string>(),
-                                      n->output(0)->name(), e.scale, e.zero_point});
+                                      n->output(0)->name(), e.scale, e.zero_point,
+                                      n->input(0)->name()});
       break;
     }
   }
-  return compareTensors(context, model.executor(), path, feeds, wanted, sim_overrides);
+  std::vector<Divergence> found =
+      compareTensors(context, model.executor(), path, feeds, wanted, sim_overrides);
+  measureFloatGaps(context, model.executor(), path, feeds, wanted, sim_overrides, found);
+  return found;
 }
 
 std::vector<Divergence> traceQOperator(const TraceContext& context, const nlohmann::json& manifest,
@@ -267,8 +355,8 @@ std::vector<Divergence> traceQOperator(const TraceContext& context, const nlohma
     if (op == "QuantizeLinear" || op.rfind("QLinear", 0) == 0 ||
         (op == "QGemm" && n->inputs().size() > 7) || arithmetic_levels) {
       const auto it = quantizer_of.find(name);
-      wanted.push_back(
-          ComparedTensor{it == quantizer_of.end() ? "" : it->second, name, name, std::nullopt, 0});
+      wanted.push_back(ComparedTensor{it == quantizer_of.end() ? "" : it->second, name, name,
+                                      std::nullopt, 0, ""});
     }
   }
   return compareTensors(context, emulator, path, feeds, wanted, {});

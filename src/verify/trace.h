@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -27,7 +28,23 @@ struct Divergence {
   int64_t index = 0;      // position among the compared tensors (graph order)
   int64_t compared = 0;   // how many tensors were compared
   double share_off = 0;   // share of its elements more than one level apart
+  // QDQ model vs simulation, for the first tensor that differs and the first beyond one level:
+  // how far apart the float values entering its quantizer are in the two runs, in its steps.
+  std::optional<double> float_gap_steps;
 };
+
+// Why a traced tensor's levels differ, from its float gap (nullopt when it was not measured):
+// - "float_inputs_differ": the values entering the quantizer are half a step or more apart: at
+//   the first tensor that differs, an op before it computes differently in ONNX Runtime; later,
+//   the differences before it may have carried there;
+// - "rounding_ties": they are less than half a step apart and the levels at most one apart:
+//   float noise (summation order) moved values that sit within that gap of a rounding boundary
+//   to the other side;
+// - "quantizer_differs": they agree to less than half a step but the levels are further apart,
+//   so the quantization itself (scale, zero point, rounding) differs.
+std::optional<std::string> differenceCause(const Divergence& d);
+// One line for people, saying the same; `first`: d is the first tensor that differs at all.
+std::string describeCause(const Divergence& d, bool first);
 
 // The encoding deploy.json lists for a quantizer or a tensor.
 struct Encoding {

@@ -395,9 +395,14 @@ nlohmann::json outputJson(const OutputComparison& o) {
 }
 
 nlohmann::json divergenceJson(const Divergence& d) {
-  return nlohmann::json{{"quantizer", d.quantizer}, {"tensor", d.tensor},
-                        {"max_steps", d.max_steps}, {"index", d.index},
-                        {"compared", d.compared},   {"share_off", d.share_off}};
+  nlohmann::json j{{"quantizer", d.quantizer}, {"tensor", d.tensor},
+                   {"max_steps", d.max_steps}, {"index", d.index},
+                   {"compared", d.compared},   {"share_off", d.share_off}};
+  if (const std::optional<std::string> cause = differenceCause(d)) {
+    j["float_gap_steps"] = *d.float_gap_steps;
+    j["cause"] = *cause;
+  }
+  return j;
 }
 
 }  // namespace

@@ -99,6 +99,10 @@ TEST(DeployVerifyCli, ABrokenLayerScaleInTheExportedModelIsCaughtAndNamed) {
   EXPECT_GT((*sim)["largest_tensor_difference"]["share_off"].get<double>(), 0.05);
   ASSERT_EQ(report["failures"].size(), 1u) << report.dump(2);
   EXPECT_NE(report["failures"][0].get<std::string>().find(tensor), std::string::npos);
+  // The values entering the broken quantizer are ORT's and the simulation's alike (less than
+  // half a step apart); its levels are not: verify says the quantization itself differs.
+  EXPECT_EQ((*sim)["first_divergence"]["cause"], "quantizer_differs");
+  EXPECT_LT((*sim)["first_divergence"]["float_gap_steps"].get<double>(), 0.5);
 
   // With room for one tensor at a time the trace runs a chunk per tensor, and finds the same.
   const nlohmann::json chunked = verifyJson(dir + " --limit 64 --trace-memory 1", 1);
@@ -108,6 +112,56 @@ TEST(DeployVerifyCli, ABrokenLayerScaleInTheExportedModelIsCaughtAndNamed) {
     EXPECT_EQ((*one_by_one).value(key, nlohmann::json()), (*sim).value(key, nlohmann::json()))
         << key;
   }
+}
+
+// Unbroken, ONNX Runtime's QDQ model and the simulation still differ by a level here and there:
+// the two runtimes add a convolution's products in different orders, and a value within that
+// noise of a rounding boundary lands on either side. Verify says so, with how close the values
+// entering the quantizer are.
+TEST(DeployVerifyCli, RoundingNoiseAtTiesIsToldApart) {
+  const std::string dir = quantized("TensorRT");
+  const nlohmann::json report = verifyJson(dir + " --limit 64", 0);
+  const nlohmann::json* sim = comparison(report, "qdq", "simulation");
+  ASSERT_NE(sim, nullptr);
+  ASSERT_TRUE(sim->contains("first_difference"))
+      << "no level differs on these samples; pick samples where one does\n"
+      << sim->dump(2);
+  const auto& first = (*sim)["first_difference"];
+  EXPECT_EQ(first["max_steps"].get<double>(), 1.0);
+  EXPECT_EQ(first["cause"], "rounding_ties") << first.dump();
+  EXPECT_LT(first["float_gap_steps"].get<double>(), 0.01);
+  const CliResult text = runCli("verify " + dir + " --limit 64", ortEnv());
+  EXPECT_NE(text.out.find("why: float rounding noise"), std::string::npos) << text.out;
+}
+
+// A float op computing differently in ONNX Runtime: the stem convolution's float bias in the QDQ
+// model moved by one. The first quantizer after it differs at once, with its inputs whole steps
+// apart, and verify blames an op before it, not rounding or the quantizer.
+TEST(DeployVerifyCli, AFloatOpThatComputesDifferentlyIsToldFromRoundingNoise) {
+  const std::string dir = quantized("TensorRT");
+  Graph g = importOnnxFile(dir + "/model.qdq.onnx");
+  Value* bias = nullptr;
+  for (const Node* n : g.topologicalOrder()) {
+    if (n->opType() == "Conv" && n->inputs().size() > 2 && n->input(2)->isInitializer()) {
+      bias = n->input(2);
+      break;
+    }
+  }
+  ASSERT_NE(bias, nullptr) << "the QDQ model keeps float biases for TensorRT";
+  bias->setInitializer(bias->initializer() + 1.0f);
+  exportOnnxFile(g, dir + "/model.qdq.onnx");
+
+  const nlohmann::json report = verifyJson(dir + " --limit 64", 1);
+  const nlohmann::json* sim = comparison(report, "qdq", "simulation");
+  ASSERT_NE(sim, nullptr);
+  ASSERT_TRUE(sim->contains("first_difference")) << sim->dump(2);
+  const auto& first = (*sim)["first_difference"];
+  EXPECT_EQ(first["cause"], "float_inputs_differ") << first.dump();
+  EXPECT_GE(first["float_gap_steps"].get<double>(), 0.5);
+  const CliResult text = runCli("verify " + dir + " --limit 64", ortEnv());
+  EXPECT_NE(text.out.find("an op before it computes differently in ONNX Runtime"),
+            std::string::npos)
+      << text.out;
 }
 
 TEST(DeployVerifyCli, AFourBitActivationWrittenAsArithmeticIsTracedAndNamed) {
