@@ -168,14 +168,16 @@ std::vector<Divergence> compareTensors(const TraceContext& context, Executor& re
   return out;
 }
 
-// The largest difference between the float values entering `c`'s quantizer in ORT (the input of
-// the QuantizeLinear writing c.tensor) and in the reference, in steps of c.scale; nullopt when
-// the exported model writes that tensor otherwise (arithmetic) or the shapes do not line up.
-// Exposing the float value keeps ORT from fusing the op that writes it with the QuantizeLinear,
-// so this measures the float op as ORT runs it unfused.
-std::optional<double> floatGapSteps(const TraceContext& context, Executor& reference,
-                                    const std::string& path, const TensorMap& feeds,
-                                    const ComparedTensor& c, const TensorMap& overrides) {
+// The float values entering `c`'s quantizer in ORT (the input of the QuantizeLinear writing
+// c.tensor, exposed as an extra output) against the reference's, on the same run: their largest
+// gap in steps of c.scale, and where ORT's levels and the reference's own rounding of its value
+// differ, how far from a rounding boundary those values lie. Nullopt when the exported model
+// writes that tensor otherwise (arithmetic) or the shapes do not line up. Exposing the float
+// value keeps ORT from fusing the op that writes it with the QuantizeLinear: this is the op run
+// unfused.
+std::optional<FloatGap> floatGap(const TraceContext& context, Executor& reference,
+                                 const std::string& path, const TensorMap& feeds,
+                                 const ComparedTensor& c, const TensorMap& overrides) {
   if (!c.scale || c.reference_input.empty()) return std::nullopt;
   const Graph exported = importOnnxFile(path);
   const Value* quantized = exported.findValue(c.tensor);
@@ -183,18 +185,38 @@ std::optional<double> floatGapSteps(const TraceContext& context, Executor& refer
   if (q == nullptr || q->opType() != "QuantizeLinear" || q->input(0) == nullptr)
     return std::nullopt;
   const std::string ort_input = q->input(0)->name();
-  const at::Tensor ort = ortIntermediates(context.ort, path, feeds, {ort_input}).at(ort_input);
-  std::optional<double> gap;
+  const TensorMap ort = ortIntermediates(context.ort, path, feeds, {ort_input, c.tensor});
+  const at::Tensor& ort_levels = ort.at(c.tensor);
+  if (ort_levels.scalar_type() != at::kChar && ort_levels.scalar_type() != at::kByte)
+    return std::nullopt;
+  const double qmin = ort_levels.scalar_type() == at::kChar ? -128 : 0;
+  const double qmax = ort_levels.scalar_type() == at::kChar ? 127 : 255;
+  std::optional<FloatGap> found;
   algos::forEachBatchRun(
       reference, feeds, {c.reference_input}, context.fixed_batch, overrides,
       [&](int64_t run, int64_t runs, TensorMap&& values) {
         const at::Tensor& mine = values.at(c.reference_input);
-        const at::Tensor got = partOf(ort, mine, run, runs);
-        if (!got.defined() || !got.is_floating_point()) return;
-        const double d = (got.to(at::kDouble) - mine.to(at::kDouble)).abs().max().item<double>();
-        gap = std::max(gap.value_or(0.0), d / *c.scale);
+        const at::Tensor got = partOf(ort.at(ort_input), mine, run, runs);
+        const at::Tensor got_levels = partOf(ort_levels, mine, run, runs);
+        if (!got.defined() || !got.is_floating_point() || !got_levels.defined()) return;
+        FloatGap g = found.value_or(FloatGap{});
+        const at::Tensor u = mine.to(at::kDouble).div(*c.scale);
+        g.gap = std::max(g.gap, (got.to(at::kDouble).div(*c.scale) - u).abs().max().item<double>());
+        // The reference's own levels of its value (round half to even, as QuantizeLinear).
+        const at::Tensor levels =
+            u.round().add(static_cast<double>(c.zero_point)).clamp(qmin, qmax);
+        const at::Tensor apart = (levels - got_levels.to(at::kDouble)).abs();
+        const at::Tensor differing = apart > 0.5;
+        g.differing += differing.sum().item<int64_t>();
+        g.max_levels = std::max(g.max_levels, apart.max().item<double>());
+        if (differing.any().item<bool>()) {
+          const at::Tensor frac = u.masked_select(differing);
+          const at::Tensor to_boundary = (frac - frac.floor() - 0.5).abs();
+          g.boundary_distance = std::max(g.boundary_distance, to_boundary.max().item<double>());
+        }
+        found = g;
       });
-  return gap;
+  return found;
 }
 
 // Measures the float gap of the first tensor that differs and of the first beyond one level.
@@ -205,13 +227,13 @@ void measureFloatGaps(const TraceContext& context, Executor& reference, const st
   for (const std::optional<Divergence>& d : {summary.first_difference, summary.divergence}) {
     if (!d) continue;
     Divergence& target = found[static_cast<size_t>(d->index)];
-    if (target.float_gap_steps) continue;
+    if (target.float_gap) continue;
     const auto c = std::find_if(wanted.begin(), wanted.end(), [&](const ComparedTensor& w) {
       return w.tensor == target.tensor && w.quantizer == target.quantizer;
     });
     if (c == wanted.end()) continue;
     try {
-      target.float_gap_steps = floatGapSteps(context, reference, path, feeds, *c, overrides);
+      target.float_gap = floatGap(context, reference, path, feeds, *c, overrides);
     } catch (const Error&) {
       // ORT refusing the copy with the float value exposed leaves the trace as it was found.
     }
@@ -221,9 +243,17 @@ void measureFloatGaps(const TraceContext& context, Executor& reference, const st
 }  // namespace
 
 std::optional<std::string> differenceCause(const Divergence& d) {
-  if (!d.float_gap_steps) return std::nullopt;
-  if (*d.float_gap_steps >= 0.5) return std::string("float_inputs_differ");
-  if (d.max_steps <= 1.0 + 1e-9) return std::string("rounding_ties");
+  if (!d.float_gap) return std::nullopt;
+  const FloatGap& g = *d.float_gap;
+  if (g.gap >= 0.5) return std::string("float_inputs_differ");
+  // Unfused, ORT's levels are the simulation's (or differ only at ties) while the trace found
+  // more: what differs is ORT's fused kernel.
+  if (g.differing == 0) return std::string("fused_kernel_differs");
+  // A value whose level differs lies within the float noise of a rounding boundary: a tie.
+  const bool ties = g.max_levels <= 1.0 + 1e-9 && g.boundary_distance <= g.gap + 1e-3;
+  if (ties) {
+    return std::string(d.max_steps <= 1.0 + 1e-9 ? "rounding_ties" : "fused_kernel_differs");
+  }
   return std::string("quantizer_differs");
 }
 
@@ -231,7 +261,7 @@ std::string describeCause(const Divergence& d, bool first) {
   const std::optional<std::string> cause = differenceCause(d);
   if (!cause) return "";
   char gap[32];
-  std::snprintf(gap, sizeof(gap), "%.3g", *d.float_gap_steps);
+  std::snprintf(gap, sizeof(gap), "%.3g", d.float_gap->gap);
   if (*cause == "float_inputs_differ") {
     // No compared tensor before the first difference differs, so only a float op can have moved
     // its input; later, differences carried from earlier tensors do it too.
@@ -246,9 +276,18 @@ std::string describeCause(const Divergence& d, bool first) {
                "most ") +
            gap + " steps, and each level difference is a value that close to a rounding boundary";
   }
+  if (*cause == "fused_kernel_differs") {
+    return std::string("run unfused, ONNX Runtime quantizes it as the simulation does (inputs ") +
+           gap +
+           " steps apart, differences only at ties): the difference comes from the kernel ONNX "
+           "Runtime fuses this op and its quantization into";
+  }
+  char boundary[32];
+  std::snprintf(boundary, sizeof(boundary), "%.2g", d.float_gap->boundary_distance);
   return std::string("the values entering its quantizer agree to ") + gap +
-         " steps, but its levels differ by more than one: the quantization itself (scale, zero "
-         "point, rounding) differs";
+         " steps, but levels differ for values up to " + boundary +
+         " steps from a rounding boundary: the quantization itself (scale, zero point, "
+         "rounding) differs";
 }
 
 std::vector<Encoding> encodings(const nlohmann::json& manifest) {

@@ -20,6 +20,15 @@
 
 namespace qforge::verify {
 
+// The float values entering a quantizer in ONNX Runtime (its QuantizeLinear's input, run with
+// that value exposed, so unfused) against the simulation's, in the quantizer's steps.
+struct FloatGap {
+  double gap = 0;                // largest difference between the two values
+  int64_t differing = 0;         // elements whose levels differ (ORT's against the simulation's)
+  double max_levels = 0;         // largest level difference among them
+  double boundary_distance = 0;  // furthest from a rounding boundary (x.5) such a value lies
+};
+
 // Where two runs of the same model first differ by more than one quantization step.
 struct Divergence {
   std::string quantizer;  // the prepared model's quantizer ("" for a QOperator-only tensor)
@@ -29,19 +38,21 @@ struct Divergence {
   int64_t compared = 0;   // how many tensors were compared
   double share_off = 0;   // share of its elements more than one level apart
   // QDQ model vs simulation, for the first tensor that differs and the first beyond one level:
-  // how far apart the float values entering its quantizer are in the two runs, in its steps.
-  std::optional<double> float_gap_steps;
+  // the values entering its quantizer in both runs (see FloatGap).
+  std::optional<FloatGap> float_gap;
 };
 
 // Why a traced tensor's levels differ, from its float gap (nullopt when it was not measured):
 // - "float_inputs_differ": the values entering the quantizer are half a step or more apart: at
 //   the first tensor that differs, an op before it computes differently in ONNX Runtime; later,
 //   the differences before it may have carried there;
-// - "rounding_ties": they are less than half a step apart and the levels at most one apart:
-//   float noise (summation order) moved values that sit within that gap of a rounding boundary
-//   to the other side;
-// - "quantizer_differs": they agree to less than half a step but the levels are further apart,
-//   so the quantization itself (scale, zero point, rounding) differs.
+// - "rounding_ties": they are less than half a step apart, the levels at most one apart, and
+//   every value whose level differs lies within that gap of a rounding boundary: float noise
+//   (summation order) moved it to the other side;
+// - "fused_kernel_differs": run unfused, ORT's levels equal the simulation's or differ only at
+//   ties, but the trace found more: ORT's fused kernel computes differently;
+// - "quantizer_differs": the values agree to less than half a step, but levels differ for values
+//   further from a boundary: the quantization itself (scale, zero point, rounding) differs.
 std::optional<std::string> differenceCause(const Divergence& d);
 // One line for people, saying the same; `first`: d is the first tensor that differs at all.
 std::string describeCause(const Divergence& d, bool first);

@@ -399,8 +399,10 @@ nlohmann::json divergenceJson(const Divergence& d) {
                    {"max_steps", d.max_steps}, {"index", d.index},
                    {"compared", d.compared},   {"share_off", d.share_off}};
   if (const std::optional<std::string> cause = differenceCause(d)) {
-    j["float_gap_steps"] = *d.float_gap_steps;
     j["cause"] = *cause;
+    j["float_gap_steps"] = d.float_gap->gap;
+    j["unfused_levels_differing"] = d.float_gap->differing;
+    j["unfused_boundary_distance_steps"] = d.float_gap->boundary_distance;
   }
   return j;
 }

@@ -134,6 +134,40 @@ TEST(DeployVerifyCli, RoundingNoiseAtTiesIsToldApart) {
   EXPECT_NE(text.out.find("why: float rounding noise"), std::string::npos) << text.out;
 }
 
+// A scale off by 0.3%: levels move by at most one, as at ties, but for values far from any rounding
+// boundary. Verify does not take it for rounding noise.
+TEST(DeployVerifyCli, ASlightlyWrongScaleIsNotTakenForRoundingNoise) {
+  const std::string dir = quantized("TensorRT");
+  std::ifstream manifest_file(dir + "/deploy.json");
+  const nlohmann::json manifest = nlohmann::json::parse(manifest_file);
+  // The first activation quantizer after the stem's: nothing before it differs.
+  std::string victim;
+  int seen = 0;
+  for (const auto& t : manifest["tensors"]) {
+    if (t["role"] == "activation" && manifest["quantized_values"].contains(t["quantizer"]) &&
+        ++seen == 2) {
+      victim = t["quantizer"];
+      break;
+    }
+  }
+  ASSERT_FALSE(victim.empty());
+  const std::string tensor = manifest["quantized_values"][victim];
+  Graph g = importOnnxFile(dir + "/model.qdq.onnx");
+  Value* scale = g.value(tensor)->producer()->input(1);
+  scale->setInitializer(scale->initializer() * 1.003f);
+  exportOnnxFile(g, dir + "/model.qdq.onnx");
+
+  const nlohmann::json report = verifyJson(dir + " --limit 64", 1);
+  const nlohmann::json* sim = comparison(report, "qdq", "simulation");
+  ASSERT_NE(sim, nullptr);
+  ASSERT_TRUE(sim->contains("first_difference")) << sim->dump(2);
+  const auto& first = (*sim)["first_difference"];
+  ASSERT_EQ(first["tensor"], tensor) << first.dump();
+  EXPECT_LE(first["max_steps"].get<double>(), 1.0);
+  EXPECT_EQ(first["cause"], "quantizer_differs") << first.dump();
+  EXPECT_GT(first["unfused_boundary_distance_steps"].get<double>(), 0.05);
+}
+
 // A float op computing differently in ONNX Runtime: the stem convolution's float bias in the QDQ
 // model moved by one. The first quantizer after it differs at once, with its inputs whole steps
 // apart, and verify blames an op before it, not rounding or the quantizer.
