@@ -7,6 +7,8 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <string>
+#include <vector>
 
 #include "ir/onnx_export.h"
 #include "ir/onnx_import.h"
@@ -49,6 +51,31 @@ const nlohmann::json* comparison(const nlohmann::json& report, const std::string
   return nullptr;
 }
 
+// The activation quantizers deploy.json in `dir` lists with an exported tensor, in its order.
+std::vector<std::string> activationQuantizers(const std::string& dir) {
+  std::ifstream manifest_file(dir + "/deploy.json");
+  const nlohmann::json manifest = nlohmann::json::parse(manifest_file);
+  std::vector<std::string> out;
+  for (const auto& t : manifest["tensors"]) {
+    if (t["role"] == "activation" && manifest["quantized_values"].contains(t["quantizer"]))
+      out.push_back(t["quantizer"]);
+  }
+  return out;
+}
+
+// Multiplies the scale of the QuantizeLinear writing `quantizer`'s tensor in dir's QDQ model by
+// `factor`; returns that tensor's name.
+std::string scaleQuantizeLinear(const std::string& dir, const std::string& quantizer,
+                                float factor) {
+  std::ifstream manifest_file(dir + "/deploy.json");
+  const std::string tensor = nlohmann::json::parse(manifest_file)["quantized_values"][quantizer];
+  Graph g = importOnnxFile(dir + "/model.qdq.onnx");
+  Value* scale = g.value(tensor)->producer()->input(1);
+  scale->setInitializer(scale->initializer() * factor);
+  exportOnnxFile(g, dir + "/model.qdq.onnx");
+  return tensor;
+}
+
 TEST(DeployVerifyCli, IntegerEmulationPredictsOnnxRuntimeOnTheZooResNet) {
   const std::string dir = quantized("ONNX_QNN");
   EXPECT_TRUE(std::filesystem::exists(dir + "/model.qoperator.onnx"));
@@ -72,21 +99,11 @@ TEST(DeployVerifyCli, IntegerEmulationPredictsOnnxRuntimeOnTheZooResNet) {
 
 TEST(DeployVerifyCli, ABrokenLayerScaleInTheExportedModelIsCaughtAndNamed) {
   const std::string dir = quantized("TensorRT");
-  std::ifstream manifest_file(dir + "/deploy.json");
-  const nlohmann::json manifest = nlohmann::json::parse(manifest_file);
   // A quantizer in the middle of the network: its QuantizeLinear's scale grows by half.
-  std::vector<std::string> activations;
-  for (const auto& t : manifest["tensors"]) {
-    if (t["role"] == "activation" && manifest["quantized_values"].contains(t["quantizer"]))
-      activations.push_back(t["quantizer"]);
-  }
+  const std::vector<std::string> activations = activationQuantizers(dir);
   ASSERT_GT(activations.size(), 4u);
   const std::string victim = activations[activations.size() / 2];
-  const std::string tensor = manifest["quantized_values"][victim];
-  Graph g = importOnnxFile(dir + "/model.qdq.onnx");
-  Value* scale = g.value(tensor)->producer()->input(1);
-  scale->setInitializer(scale->initializer() * 1.5);
-  exportOnnxFile(g, dir + "/model.qdq.onnx");
+  const std::string tensor = scaleQuantizeLinear(dir, victim, 1.5f);
 
   const nlohmann::json report = verifyJson(dir + " --limit 64", 1);
   EXPECT_FALSE(report["passed"].get<bool>());
@@ -138,24 +155,10 @@ TEST(DeployVerifyCli, RoundingNoiseAtTiesIsToldApart) {
 // boundary. Verify does not take it for rounding noise.
 TEST(DeployVerifyCli, ASlightlyWrongScaleIsNotTakenForRoundingNoise) {
   const std::string dir = quantized("TensorRT");
-  std::ifstream manifest_file(dir + "/deploy.json");
-  const nlohmann::json manifest = nlohmann::json::parse(manifest_file);
   // The first activation quantizer after the stem's: nothing before it differs.
-  std::string victim;
-  int seen = 0;
-  for (const auto& t : manifest["tensors"]) {
-    if (t["role"] == "activation" && manifest["quantized_values"].contains(t["quantizer"]) &&
-        ++seen == 2) {
-      victim = t["quantizer"];
-      break;
-    }
-  }
-  ASSERT_FALSE(victim.empty());
-  const std::string tensor = manifest["quantized_values"][victim];
-  Graph g = importOnnxFile(dir + "/model.qdq.onnx");
-  Value* scale = g.value(tensor)->producer()->input(1);
-  scale->setInitializer(scale->initializer() * 1.003f);
-  exportOnnxFile(g, dir + "/model.qdq.onnx");
+  const std::vector<std::string> activations = activationQuantizers(dir);
+  ASSERT_GT(activations.size(), 2u);
+  const std::string tensor = scaleQuantizeLinear(dir, activations[1], 1.003f);
 
   const nlohmann::json report = verifyJson(dir + " --limit 64", 1);
   const nlohmann::json* sim = comparison(report, "qdq", "simulation");
