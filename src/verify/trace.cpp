@@ -5,6 +5,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <utility>
 
 #include "algos/model_feeds.h"
 #include "core/error.h"
@@ -17,11 +18,10 @@ namespace qforge::verify {
 
 namespace {
 
-// ORT's values of `tensors` (integer tensors of the model at `path`) on `feeds`: a copy of the
-// model that also outputs them.
-TensorMap ortIntermediates(const OrtRunner& ort, const std::string& path, const TensorMap& feeds,
+// ORT's values of `tensors` (intermediate tensors of the exported model `g`) on `feeds`: `g`
+// written again with them as outputs too.
+TensorMap ortIntermediates(const OrtRunner& ort, Graph g, const TensorMap& feeds,
                            const std::vector<std::string>& tensors) {
-  Graph g = importOnnxFile(path);
   for (const std::string& name : tensors) {
     Value* v = g.findValue(name);
     if (v != nullptr && !g.isGraphOutput(v)) g.addOutput(v);
@@ -133,7 +133,7 @@ std::vector<Divergence> compareTensors(const TraceContext& context, Executor& re
         ort_names.push_back(wanted[i].tensor);
       chunk_references.push_back(wanted[i].reference);
     }
-    const TensorMap ort = ortIntermediates(context.ort, path, feeds, ort_names);
+    const TensorMap ort = ortIntermediates(context.ort, importOnnxFile(path), feeds, ort_names);
     std::map<size_t, LevelDifference> differences;  // by index into `wanted`
     auto compare_run = [&](int64_t run, int64_t run_count, TensorMap&& values) {
       for (size_t i = begin; i < end; ++i) {
@@ -179,13 +179,14 @@ std::optional<FloatGap> floatGap(const TraceContext& context, Executor& referenc
                                  const std::string& path, const TensorMap& feeds,
                                  const ComparedTensor& c, const TensorMap& overrides) {
   if (!c.scale || c.reference_input.empty()) return std::nullopt;
-  const Graph exported = importOnnxFile(path);
+  Graph exported = importOnnxFile(path);
   const Value* quantized = exported.findValue(c.tensor);
   const Node* q = quantized != nullptr ? quantized->producer() : nullptr;
   if (q == nullptr || q->opType() != "QuantizeLinear" || q->input(0) == nullptr)
     return std::nullopt;
   const std::string ort_input = q->input(0)->name();
-  const TensorMap ort = ortIntermediates(context.ort, path, feeds, {ort_input, c.tensor});
+  const TensorMap ort =
+      ortIntermediates(context.ort, std::move(exported), feeds, {ort_input, c.tensor});
   const at::Tensor& ort_levels = ort.at(c.tensor);
   if (ort_levels.scalar_type() != at::kChar && ort_levels.scalar_type() != at::kByte)
     return std::nullopt;
