@@ -272,8 +272,14 @@ void Executor::resetProfile() {
 int64_t Executor::addHook(const std::string& value_name, ValueHook hook) {
   require(graph_.findValue(value_name) != nullptr,
           "cannot hook '" + value_name + "': no value of that name in the graph");
-  hooks_.push_back(HookEntry{next_hook_id_, value_name, std::move(hook)});
+  hooks_.push_back(HookEntry{next_hook_id_, value_name, std::move(hook), false});
   return next_hook_id_++;
+}
+
+int64_t Executor::addFinalHook(const std::string& value_name, ValueHook hook) {
+  const int64_t id = addHook(value_name, std::move(hook));
+  hooks_.back().final = true;
+  return id;
 }
 
 void Executor::removeHook(int64_t id) {
@@ -292,8 +298,10 @@ bool Executor::hooked(const Value& v) const {
 }
 
 at::Tensor Executor::applyHooks(const Value& v, at::Tensor t) const {
-  for (const HookEntry& h : hooks_) {
-    if (h.value == v.name()) t = h.hook(v, t);
+  for (const bool final : {false, true}) {
+    for (const HookEntry& h : hooks_) {
+      if (h.final == final && h.value == v.name()) t = h.hook(v, t);
+    }
   }
   return t;
 }

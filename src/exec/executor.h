@@ -57,6 +57,9 @@ class Executor {
 
   // Hooks run in registration order. Returns an id for removeHook.
   int64_t addHook(const std::string& value_name, ValueHook hook);
+  // A hook that runs after every addHook hook of its value, whenever they were added: for hooks
+  // that read the value the others leave.
+  int64_t addFinalHook(const std::string& value_name, ValueHook hook);
   void removeHook(int64_t id);
   void clearHooks();
 
@@ -101,6 +104,7 @@ class Executor {
     int64_t id;
     std::string value;
     ValueHook hook;
+    bool final = false;
   };
 
   TensorMap runSteps(const TensorMap& feeds, const std::vector<const Value*>& wanted);
@@ -138,6 +142,9 @@ class HookScope {
   HookScope& operator=(const HookScope&) = delete;
   void add(const std::string& value, ValueHook hook) {
     ids_.push_back(executor_.addHook(value, std::move(hook)));
+  }
+  void addFinal(const std::string& value, ValueHook hook) {
+    ids_.push_back(executor_.addFinalHook(value, std::move(hook)));
   }
 
  private:

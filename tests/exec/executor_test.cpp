@@ -106,6 +106,31 @@ TEST(ExecutorTest, HooksObserveAndReplaceValues) {
   EXPECT_TRUE(at::equal(seen, at::tensor({2.f, 3.f})));
 }
 
+TEST(ExecutorTest, AFinalHookSeesWhatEveryOtherHookLeaves) {
+  Net net;
+  Executor ex(net.g, {}, testRegistry());
+  std::vector<std::string> order;
+  at::Tensor seen;
+  // Added first, run last: it reads the value the replacing hooks after it leave.
+  ex.addFinalHook("xw", [&](const Value&, const at::Tensor& t) {
+    order.push_back("final");
+    seen = t.clone();
+    return t;
+  });
+  ex.addHook("xw", [&](const Value&, const at::Tensor& t) {
+    order.push_back("add one");
+    return t + 1;
+  });
+  ex.addHook("xw", [&](const Value&, const at::Tensor& t) {
+    order.push_back("double");
+    return t * 2;
+  });
+  TensorMap out = ex.run({{"x", at::tensor({1.f, 1.f})}});
+  // x * w = [2, 3] with Net's weights; (xw + 1) * 2.
+  EXPECT_TRUE(at::equal(seen, at::tensor({6.f, 8.f})));
+  EXPECT_EQ(order, (std::vector<std::string>{"add one", "double", "final"}));
+}
+
 TEST(ExecutorTest, HookOnUnknownValueIsRefused) {
   Net net;
   Executor ex(net.g, {}, testRegistry());
