@@ -112,6 +112,21 @@ std::string reportText(const verify::VerifyReport& r) {
       cause(*c.divergence);
     }
     if (c.largest && c.largest->share_off > 0) line("most elements off", *c.largest);
+    if (c.rerun_tensors > 0 && c.first_own_difference) {
+      const verify::Divergence& d = *c.first_own_difference;
+      std::snprintf(buf, sizeof(buf),
+                    "           first to differ on its own: tensor '%s', fed ONNX Runtime's "
+                    "inputs still up to %.0f steps off (tensor %lld of %lld compared)\n",
+                    d.tensor.c_str(), d.rerun->max_levels, static_cast<long long>(d.index + 1),
+                    static_cast<long long>(d.compared));
+      out << buf;
+      out << "           its ops: " << verify::describeOps(d.rerun->ops, 8) << "\n";
+      cause(d);
+    } else if (c.rerun_tensors > 0) {
+      out << "           fed ONNX Runtime's inputs, every tensor rerun (" << c.rerun_tensors
+          << ") is within one step of it: what differs by more was carried from the one-step "
+             "differences before it\n";
+    }
   }
   for (const verify::Criterion& c : r.criteria) {
     out << "criterion  " << (c.passed ? "ok    " : "FAILED") << "  " << c.comparison << ", output '"

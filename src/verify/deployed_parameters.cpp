@@ -36,12 +36,23 @@ std::vector<std::string> parameterMismatches(passes::PreparedModel& model,
     const quant::QParams p = q->qparams();
     const at::Tensor written = scale->initializer().to(at::kFloat).reshape({-1});
     const at::Tensor expected = p.scale.to(at::kFloat).reshape({-1});
-    bool same = written.numel() == expected.numel() && at::equal(written, expected);
-    if (same && zero_point != nullptr && zero_point->isInitializer()) {
-      same = at::equal(zero_point->initializer().to(at::kLong).reshape({-1}),
-                       p.zero_point.to(at::kLong).reshape({-1}));
+    const bool same_scale = written.numel() == expected.numel() && at::equal(written, expected);
+    bool same_zero_point = true;
+    if (zero_point != nullptr && zero_point->isInitializer()) {
+      const at::Tensor written_zp = zero_point->initializer().to(at::kLong).reshape({-1});
+      const at::Tensor expected_zp = p.zero_point.to(at::kLong).reshape({-1});
+      same_zero_point =
+          written_zp.numel() == expected_zp.numel() && at::equal(written_zp, expected_zp);
+      if (!same_zero_point && same_scale) {
+        mismatches.push_back(
+            file + ": tensor '" + tensor.get<std::string>() + "' (quantizer '" + name +
+            "') is written with zero point " + std::to_string(written_zp[0].item<int64_t>()) +
+            ", the prepared model's is " + std::to_string(expected_zp[0].item<int64_t>()) +
+            ": the file does not match the calibrated model");
+        continue;
+      }
     }
-    if (!same) {
+    if (!same_scale || !same_zero_point) {
       char buf[512];
       std::snprintf(buf, sizeof(buf),
                     "%s: tensor '%s' (quantizer '%s') is written with scale %.6g, the "

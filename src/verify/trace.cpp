@@ -101,6 +101,25 @@ std::vector<int64_t> elementCounts(Executor& executor, const TensorMap& feeds,
   return counts;
 }
 
+// Splits `elements` (per compared tensor, graph order) into runs of tensors holding about
+// `chunk_bytes` at `bytes_per_element` (at least one tensor each): [begin, end) pairs.
+std::vector<std::pair<size_t, size_t>> chunksOf(const std::vector<int64_t>& elements,
+                                                double bytes_per_element, int64_t chunk_bytes) {
+  std::vector<std::pair<size_t, size_t>> out;
+  for (size_t begin = 0; begin < elements.size();) {
+    size_t end = begin + 1;
+    double bytes = static_cast<double>(elements[begin]) * bytes_per_element;
+    while (end < elements.size() &&
+           bytes + static_cast<double>(elements[end]) * bytes_per_element <=
+               static_cast<double>(chunk_bytes)) {
+      bytes += static_cast<double>(elements[end++]) * bytes_per_element;
+    }
+    out.emplace_back(begin, end);
+    begin = end;
+  }
+  return out;
+}
+
 // Compares `wanted` (graph order) on the traced `feeds`: ORT's integers of a chunk of tensors at a
 // time, held for all samples (one byte each), against the reference executor's values one run of
 // the fixed batch at a time. A tensor is compared once, with the first reference of its shape.
@@ -120,13 +139,9 @@ std::vector<Divergence> compareTensors(const TraceContext& context, Executor& re
 
   std::set<std::string> compared;
   std::vector<Divergence> out;
-  for (size_t begin = 0; begin < wanted.size();) {
-    size_t end = begin + 1;
-    double bytes = static_cast<double>(elements[begin]) * bytes_per_element;
-    while (end < wanted.size() && bytes + static_cast<double>(elements[end]) * bytes_per_element <=
-                                      static_cast<double>(context.chunk_bytes)) {
-      bytes += static_cast<double>(elements[end++]) * bytes_per_element;
-    }
+  for (const auto& chunk : chunksOf(elements, bytes_per_element, context.chunk_bytes)) {
+    // Named copies: C++17 lambdas cannot capture a structured binding (Clang refuses it).
+    const size_t begin = chunk.first, end = chunk.second;
     std::vector<std::string> ort_names, chunk_references;
     for (size_t i = begin; i < end; ++i) {
       if (std::find(ort_names.begin(), ort_names.end(), wanted[i].tensor) == ort_names.end())
@@ -159,9 +174,9 @@ std::vector<Divergence> compareTensors(const TraceContext& context, Executor& re
                            compare_run);
     for (const auto& [i, d] : differences) {
       out.push_back(Divergence{wanted[i].quantizer, wanted[i].tensor, d.maxSteps(),
-                               static_cast<int64_t>(out.size()), 0, d.shareOff(), std::nullopt});
+                               static_cast<int64_t>(out.size()), 0, d.shareOff(), std::nullopt,
+                               std::nullopt});
     }
-    begin = end;
   }
   for (Divergence& d : out)
     d.compared = static_cast<int64_t>(out.size());
@@ -220,12 +235,162 @@ std::optional<FloatGap> floatGap(const TraceContext& context, Executor& referenc
   return found;
 }
 
-// Measures the float gap of the first tensor that differs and of the first beyond one level.
+// The ops that compute the value entering `target`'s quantizer in the prepared graph `g`, back to
+// the quantized values they read (the region's boundary), graph inputs and constants. A
+// quantizer's value is a boundary only when it is the one value `wanted` compares for that
+// quantizer: a quantizer shared by several values (Concat's inputs) names one exported tensor, so
+// the others are walked through and recomputed.
+struct RegionBefore {
+  std::vector<const Node*> ops;                 // graph order, fake quantizers left out
+  std::vector<const ComparedTensor*> boundary;  // replaced by ORT's levels in the rerun
+};
+
+RegionBefore regionBefore(const Graph& g, const ComparedTensor& target,
+                          const std::vector<ComparedTensor>& wanted) {
+  std::map<std::string, int> values_per_quantizer;
+  for (const ComparedTensor& c : wanted)
+    ++values_per_quantizer[c.quantizer];
+  std::map<std::string, const ComparedTensor*> boundary_by_value;
+  for (const ComparedTensor& c : wanted) {
+    if (c.scale && values_per_quantizer[c.quantizer] == 1) boundary_by_value[c.reference] = &c;
+  }
+  RegionBefore region;
+  std::set<const Node*> inside;
+  const Value* start = g.findValue(target.reference_input);
+  std::vector<const Value*> pending{start};
+  while (!pending.empty()) {
+    const Value* v = pending.back();
+    pending.pop_back();
+    if (v == nullptr || v->isInitializer() || v->producer() == nullptr) continue;
+    const Node* p = v->producer();
+    if (!inside.insert(p).second) continue;
+    const auto b = boundary_by_value.find(v->name());
+    if (b != boundary_by_value.end() && passes::isFakeQuantize(p)) {
+      region.boundary.push_back(b->second);
+      continue;
+    }
+    for (const Value* in : p->inputs())
+      pending.push_back(in);
+  }
+  for (const Node* n : g.topologicalOrder()) {
+    if (inside.count(n) && !passes::isFakeQuantize(n)) region.ops.push_back(n);
+  }
+  return region;
+}
+
+// Every compared tensor recomputed from ORT's own inputs: the simulation runs with each quantized
+// value a tensor's ops read (its region's boundary) replaced by ORT's levels, dequantized as
+// DequantizeLinear does, so that each tensor's value depends on its own ops alone. Its levels
+// against ORT's then say whether those ops compute as ORT does (found[i].rerun). Tensors of
+// quantizers shared by several values are not rerun (the exported model names one tensor for
+// them); the regions of the tensors after them reach through them. Chunked as compareTensors.
+void compareFed(const TraceContext& context, const Graph& g, Executor& reference,
+                const std::string& path, const TensorMap& feeds,
+                const std::vector<ComparedTensor>& wanted, const TensorMap& overrides,
+                std::vector<Divergence>& found) {
+  std::map<std::string, int> values_per_quantizer;
+  for (const ComparedTensor& c : wanted)
+    ++values_per_quantizer[c.quantizer];
+  // (index into found, its compared tensor), graph order.
+  std::vector<std::pair<size_t, const ComparedTensor*>> targets;
+  for (size_t i = 0; i < found.size(); ++i) {
+    for (const ComparedTensor& c : wanted) {
+      if (c.tensor == found[i].tensor && c.quantizer == found[i].quantizer && c.scale &&
+          values_per_quantizer[c.quantizer] == 1) {
+        targets.emplace_back(i, &c);
+        break;
+      }
+    }
+  }
+  if (targets.empty()) return;
+  std::vector<std::string> names;
+  for (const auto& t : targets)
+    names.push_back(t.second->reference);
+  const std::vector<int64_t> elements =
+      elementCounts(reference, feeds, names, context.fixed_batch, overrides);
+  const int64_t runs = algos::batchRuns(feeds, context.fixed_batch);
+  const double bytes_per_element = 2.0 + 4.0 / static_cast<double>(runs);
+
+  for (const auto& [begin, end] : chunksOf(elements, bytes_per_element, context.chunk_bytes)) {
+    // What each hooked value does: compared (a target of this chunk), replaced (a boundary).
+    struct Role {
+      const ComparedTensor* compared = nullptr;
+      const ComparedTensor* replaced = nullptr;
+      size_t found_index = 0;
+    };
+    std::map<std::string, Role> roles;
+    std::map<size_t, RegionBefore> regions;
+    std::vector<std::string> ort_names, outputs;
+    auto want_from_ort = [&](const std::string& tensor) {
+      if (std::find(ort_names.begin(), ort_names.end(), tensor) == ort_names.end())
+        ort_names.push_back(tensor);
+    };
+    for (size_t k = begin; k < end; ++k) {
+      const auto& [index, c] = targets[k];
+      Role& role = roles[c->reference];
+      role.compared = c;
+      role.found_index = index;
+      want_from_ort(c->tensor);
+      outputs.push_back(c->reference);
+      RegionBefore region = regionBefore(g, *c, wanted);
+      for (const ComparedTensor* b : region.boundary) {
+        roles[b->reference].replaced = b;
+        want_from_ort(b->tensor);
+      }
+      regions.emplace(index, std::move(region));
+    }
+    const TensorMap ort = ortIntermediates(context.ort, importOnnxFile(path), feeds, ort_names);
+
+    int64_t run_index = 0;
+    std::map<size_t, LevelDifference> differences;
+    std::set<size_t> unaligned;
+    HookScope hooks(reference);
+    for (const auto& [value, role] : roles) {
+      hooks.add(value, [&, role = role](const Value&, const at::Tensor& t) {
+        if (role.compared != nullptr) {
+          const at::Tensor got = partOf(ort.at(role.compared->tensor), t, run_index, runs);
+          if (got.defined()) {
+            differences[role.found_index].add(t, got, role.compared->scale,
+                                              role.compared->zero_point);
+          } else {
+            unaligned.insert(role.found_index);
+          }
+        }
+        if (role.replaced == nullptr) return t;
+        const at::Tensor levels = partOf(ort.at(role.replaced->tensor), t, run_index, runs);
+        if (!levels.defined()) return t;
+        return levels.to(at::kFloat)
+            .sub_(static_cast<float>(role.replaced->zero_point))
+            .mul_(static_cast<float>(*role.replaced->scale))
+            .to(t.scalar_type());
+      });
+    }
+    algos::forEachBatchRun(reference, feeds, outputs, context.fixed_batch, overrides,
+                           [&](int64_t run, int64_t, TensorMap&&) { run_index = run + 1; });
+    for (auto& [index, difference] : differences) {
+      if (unaligned.count(index)) continue;
+      LocalRerun rerun;
+      rerun.max_levels = difference.maxSteps();
+      rerun.share_off = difference.shareOff();
+      const RegionBefore& region = regions.at(index);
+      rerun.fed = static_cast<int64_t>(region.boundary.size());
+      for (const Node* n : region.ops) {
+        rerun.ops.push_back(n->opType() + " '" +
+                            (n->name().empty() ? n->output(0)->name() : n->name()) + "'");
+      }
+      found[index].rerun = std::move(rerun);
+    }
+  }
+}
+
+// Measures the float gap of the first tensor that differs, of the first beyond one level and of
+// the first whose own ops differ by more.
 void measureFloatGaps(const TraceContext& context, Executor& reference, const std::string& path,
                       const TensorMap& feeds, const std::vector<ComparedTensor>& wanted,
                       const TensorMap& overrides, std::vector<Divergence>& found) {
   const TraceSummary summary = summarize(found);
-  for (const std::optional<Divergence>& d : {summary.first_difference, summary.divergence}) {
+  for (const std::optional<Divergence>& d :
+       {summary.first_difference, summary.divergence, summary.first_own_difference}) {
     if (!d) continue;
     Divergence& target = found[static_cast<size_t>(d->index)];
     if (target.float_gap) continue;
@@ -246,7 +411,10 @@ void measureFloatGaps(const TraceContext& context, Executor& reference, const st
 std::optional<std::string> differenceCause(const Divergence& d) {
   if (!d.float_gap) return std::nullopt;
   const FloatGap& g = *d.float_gap;
-  if (g.gap >= 0.5) return std::string("float_inputs_differ");
+  if (g.gap >= 0.5) {
+    if (!d.rerun) return std::string("float_inputs_differ");
+    return std::string(d.rerun->max_levels <= 1.0 + 1e-9 ? "carried" : "op_differs");
+  }
   // Unfused, ORT's levels are the simulation's (or differ only at ties) while the trace found
   // more: what differs is ORT's fused kernel.
   if (g.differing == 0) return std::string("fused_kernel_differs");
@@ -258,11 +426,36 @@ std::optional<std::string> differenceCause(const Divergence& d) {
   return std::string("quantizer_differs");
 }
 
+std::string describeOps(const std::vector<std::string>& ops, size_t shown) {
+  std::string out;
+  shown = std::min(shown, ops.size());
+  for (size_t i = 0; i < shown; ++i)
+    out += (i ? ", " : "") + ops[i];
+  if (ops.size() > shown) out += " and " + std::to_string(ops.size() - shown) + " more";
+  return out;
+}
+
 std::string describeCause(const Divergence& d, bool first) {
   const std::optional<std::string> cause = differenceCause(d);
   if (!cause) return "";
   char gap[32];
   std::snprintf(gap, sizeof(gap), "%.3g", d.float_gap->gap);
+  if (*cause == "carried" || *cause == "op_differs") {
+    const LocalRerun& r = *d.rerun;
+    char levels[32];
+    std::snprintf(levels, sizeof(levels), "%.0f", r.max_levels);
+    const std::string ops = describeOps(r.ops);
+    const std::string fed = "rerun on ONNX Runtime's own levels of the " + std::to_string(r.fed) +
+                            " quantized value" + (r.fed == 1 ? "" : "s") + " they compute from";
+    if (*cause == "carried") {
+      return std::string("the values entering its quantizer differ by up to ") + gap +
+             " steps, carried from the differences before it: " + fed + ", the simulation's " +
+             ops + " give ONNX Runtime's levels (within one)";
+    }
+    return std::string("the values entering its quantizer differ by up to ") + gap +
+           " steps: " + fed + ", the simulation's " + ops + " still give levels up to " + levels +
+           " apart, so an op among them computes differently in ONNX Runtime";
+  }
   if (*cause == "float_inputs_differ") {
     // No compared tensor before the first difference differs, so only a float op can have moved
     // its input; later, differences carried from earlier tensors do it too.
@@ -374,6 +567,15 @@ std::vector<Divergence> traceQdq(const TraceContext& context, passes::PreparedMo
   }
   std::vector<Divergence> found =
       compareTensors(context, model.executor(), path, feeds, wanted, sim_overrides);
+  if (summarize(found).first_difference) {
+    // Where levels differ, whether each tensor's own ops make the difference or carry it. ORT
+    // refusing the traced copy leaves the trace without it.
+    try {
+      compareFed(context, model.graph(), model.executor(), path, feeds, wanted, sim_overrides,
+                 found);
+    } catch (const Error&) {
+    }
+  }
   measureFloatGaps(context, model.executor(), path, feeds, wanted, sim_overrides, found);
   return found;
 }
@@ -408,6 +610,10 @@ TraceSummary summarize(const std::vector<Divergence>& tensors) {
     if (d.max_steps > 0 && !s.first_difference) s.first_difference = d;
     if (d.max_steps > 1.0 && !s.divergence) s.divergence = d;
     if (!s.largest || d.share_off > s.largest->share_off) s.largest = d;
+    if (d.rerun) {
+      ++s.rerun;
+      if (d.rerun->max_levels > 1.0 + 1e-9 && !s.first_own_difference) s.first_own_difference = d;
+    }
   }
   return s;
 }

@@ -29,6 +29,15 @@ struct FloatGap {
   double boundary_distance = 0;  // furthest from a rounding boundary (x.5) such a value lies
 };
 
+// A tensor's op(s) rerun in the simulation on ONNX Runtime's own levels of the quantized values
+// they compute from: whether its difference was carried there or arises in those ops.
+struct LocalRerun {
+  double max_levels = 0;         // ORT's levels against the rerun's, largest difference
+  double share_off = 0;          // share of elements more than one level apart
+  std::vector<std::string> ops;  // the ops rerun, "Conv 'Conv_12'" (graph order)
+  int64_t fed = 0;               // quantized values replaced by ORT's
+};
+
 // Where two runs of the same model first differ by more than one quantization step.
 struct Divergence {
   std::string quantizer;  // the prepared model's quantizer ("" for a QOperator-only tensor)
@@ -40,12 +49,17 @@ struct Divergence {
   // QDQ model vs simulation, for the first tensor that differs and the first beyond one level:
   // the values entering its quantizer in both runs (see FloatGap).
   std::optional<FloatGap> float_gap;
+  // When any level differed: its ops rerun on ORT's own levels of the values they read.
+  std::optional<LocalRerun> rerun;
 };
 
 // Why a traced tensor's levels differ, from its float gap (nullopt when it was not measured):
-// - "float_inputs_differ": the values entering the quantizer are half a step or more apart: at
-//   the first tensor that differs, an op before it computes differently in ONNX Runtime; later,
-//   the differences before it may have carried there;
+// - "float_inputs_differ": the values entering the quantizer are half a step or more apart, and
+//   the ops before it could not be rerun on ORT's inputs; when they could:
+//   - "carried": fed ORT's levels of the quantized values they compute from, the simulation's ops
+//     give ORT's levels (within one): the difference was carried from before;
+//   - "op_differs": fed the same, they still differ by more than a level: one of those ops
+//     computes differently in ONNX Runtime;
 // - "rounding_ties": they are less than half a step apart, the levels at most one apart, and
 //   every value whose level differs lies within that gap of a rounding boundary: float noise
 //   (summation order) moved it to the other side;
@@ -54,6 +68,8 @@ struct Divergence {
 // - "quantizer_differs": the values agree to less than half a step, but levels differ for values
 //   further from a boundary: the quantization itself (scale, zero point, rounding) differs.
 std::optional<std::string> differenceCause(const Divergence& d);
+// "Conv 'c1', Relu 'r1' and 3 more": the first `shown` of a rerun's ops.
+std::string describeOps(const std::vector<std::string>& ops, size_t shown = 4);
 // One line for people, saying the same; `first`: d is the first tensor that differs at all.
 std::string describeCause(const Divergence& d, bool first);
 
@@ -116,11 +132,14 @@ std::vector<Divergence> traceQOperator(const TraceContext& context, const nlohma
                                        Executor& emulator, const TensorMap& feeds);
 
 // The first tensor that differs at all, the first beyond one level, and the one with the most
-// elements beyond one level.
+// elements beyond one level; of the tensors rerun on ORT's inputs, how many, and the first whose
+// own ops give levels more than one apart.
 struct TraceSummary {
   std::optional<Divergence> first_difference;
   std::optional<Divergence> divergence;
   std::optional<Divergence> largest;
+  int64_t rerun = 0;
+  std::optional<Divergence> first_own_difference;
 };
 TraceSummary summarize(const std::vector<Divergence>& tensors);
 

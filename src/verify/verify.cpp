@@ -262,6 +262,8 @@ class Verifier {
     c.first_difference = summary.first_difference;
     c.divergence = summary.divergence;
     c.largest = summary.largest;
+    c.rerun_tensors = summary.rerun;
+    c.first_own_difference = summary.first_own_difference;
   }
 
   static bool hasClassifier(const Comparison& c) {
@@ -404,6 +406,12 @@ nlohmann::json divergenceJson(const Divergence& d) {
     j["unfused_levels_differing"] = d.float_gap->differing;
     j["unfused_boundary_distance_steps"] = d.float_gap->boundary_distance;
   }
+  if (d.rerun) {
+    j["rerun_max_steps"] = d.rerun->max_levels;
+    j["rerun_share_off"] = d.rerun->share_off;
+    j["rerun_fed"] = d.rerun->fed;
+    j["rerun_ops"] = d.rerun->ops;
+  }
   return j;
 }
 
@@ -442,6 +450,11 @@ nlohmann::json toJson(const VerifyReport& r) {
     if (c.divergence) cj["first_divergence"] = divergenceJson(*c.divergence);
     if (c.first_difference) cj["first_difference"] = divergenceJson(*c.first_difference);
     if (c.largest) cj["largest_tensor_difference"] = divergenceJson(*c.largest);
+    if (c.rerun_tensors > 0) {
+      cj["rerun_tensors"] = c.rerun_tensors;
+      if (c.first_own_difference)
+        cj["first_own_difference"] = divergenceJson(*c.first_own_difference);
+    }
     j["comparisons"].push_back(cj);
   }
   j["criteria"] = nlohmann::json::array();

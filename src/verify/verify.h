@@ -63,6 +63,11 @@ struct Comparison {
   // more than one level apart.
   std::optional<Divergence> first_difference;
   std::optional<Divergence> largest;
+  // Tensors rerun on ORT's own inputs (QDQ model vs simulation, when levels differ), and the first
+  // of them whose own ops give levels more than one apart: none means every difference beyond a
+  // step was carried from one-step differences before it.
+  int64_t rerun_tensors = 0;
+  std::optional<Divergence> first_own_difference;
   // Whether the pass criteria apply: to the backend's deployed artifact (the QDQ model always,
   // the QOperator model when it is the backend's format); other comparisons are diagnostics.
   bool judged = true;

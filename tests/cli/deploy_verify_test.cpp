@@ -120,6 +120,10 @@ TEST(DeployVerifyCli, ABrokenLayerScaleInTheExportedModelIsCaughtAndNamed) {
   // half a step apart); its levels are not: verify says the quantization itself differs.
   EXPECT_EQ((*sim)["first_divergence"]["cause"], "quantizer_differs");
   EXPECT_LT((*sim)["first_divergence"]["float_gap_steps"].get<double>(), 0.5);
+  // Fed ORT's inputs, it is still off by many levels: the first tensor to differ on its own.
+  ASSERT_TRUE(sim->contains("first_own_difference")) << sim->dump(2);
+  EXPECT_EQ((*sim)["first_own_difference"]["quantizer"], victim);
+  EXPECT_GT((*sim)["first_own_difference"]["rerun_max_steps"].get<double>(), 1.0);
 
   // With room for one tensor at a time the trace runs a chunk per tensor, and finds the same.
   const nlohmann::json chunked = verifyJson(dir + " --limit 64 --trace-memory 1", 1);
@@ -193,10 +197,66 @@ TEST(DeployVerifyCli, AFloatOpThatComputesDifferentlyIsToldFromRoundingNoise) {
   ASSERT_NE(sim, nullptr);
   ASSERT_TRUE(sim->contains("first_difference")) << sim->dump(2);
   const auto& first = (*sim)["first_difference"];
-  EXPECT_EQ(first["cause"], "float_inputs_differ") << first.dump();
   EXPECT_GE(first["float_gap_steps"].get<double>(), 0.5);
+  // Rerun on ORT's own levels of what it reads (the input's quantizer), the simulation's stem
+  // convolution still differs by whole steps: verify names the op, not what came before.
+  EXPECT_EQ(first["cause"], "op_differs") << first.dump();
+  EXPECT_GT(first["rerun_max_steps"].get<double>(), 1.0);
+  ASSERT_FALSE(first["rerun_ops"].empty());
+  EXPECT_EQ(first["rerun_ops"][0].get<std::string>().rfind("Conv ", 0), 0u) << first.dump();
+  // It is also the first tensor to differ on its own.
+  ASSERT_TRUE(sim->contains("first_own_difference")) << sim->dump(2);
+  EXPECT_EQ((*sim)["first_own_difference"]["tensor"], first["tensor"]);
   const CliResult text = runCli("verify " + dir + " --limit 64", ortEnv());
-  EXPECT_NE(text.out.find("an op before it computes differently in ONNX Runtime"),
+  EXPECT_NE(text.out.find("so an op among them computes differently in ONNX Runtime"),
+            std::string::npos)
+      << text.out;
+}
+
+// One quantizer's QuantizeLinear in the QDQ model writes every level one higher (its zero point
+// moved by one, its DequantizeLinear's kept): that tensor is one level off everywhere, and the
+// next quantized tensor, computed from the shifted values, diverges by more. Fed ORT's own levels,
+// the simulation's ops give ORT's: verify says the divergence was carried, not made there.
+TEST(DeployVerifyCli, ADivergenceCarriedFromAnEarlierTensorIsToldFromAnOpThatDiffers) {
+  const std::string dir = quantized("TensorRT");
+  const std::vector<std::string> activations = activationQuantizers(dir);
+  ASSERT_GT(activations.size(), 2u);
+  std::ifstream manifest_file(dir + "/deploy.json");
+  const std::string tensor =
+      nlohmann::json::parse(manifest_file)["quantized_values"][activations[1]];
+  Graph g = importOnnxFile(dir + "/model.qdq.onnx");
+  Node* q = g.value(tensor)->producer();
+  ASSERT_EQ(q->opType(), "QuantizeLinear");
+  const at::Tensor zero_point = q->input(2)->initializer();
+  g.setInput(q, 2, g.addInitializer(tensor + "_zero_point_plus_one", zero_point + 1));
+  exportOnnxFile(g, dir + "/model.qdq.onnx");
+
+  const nlohmann::json report = verifyJson(dir + " --limit 64", 1);
+  const nlohmann::json* sim = comparison(report, "qdq", "simulation");
+  ASSERT_NE(sim, nullptr);
+  ASSERT_TRUE(sim->contains("first_divergence")) << sim->dump(2);
+  EXPECT_EQ((*sim)["first_difference"]["tensor"], tensor);
+  const auto& divergence = (*sim)["first_divergence"];
+  EXPECT_NE(divergence["tensor"], tensor);
+  EXPECT_GE(divergence["float_gap_steps"].get<double>(), 0.5) << divergence.dump();
+  EXPECT_EQ(divergence["cause"], "carried") << divergence.dump();
+  EXPECT_LE(divergence["rerun_max_steps"].get<double>(), 1.0);
+  EXPECT_GE(divergence["rerun_fed"].get<int64_t>(), 1);
+  // Each tensor fed ORT's inputs is within a level of ORT's (the shifted one by exactly one): no
+  // op differs on its own.
+  EXPECT_GT((*sim)["rerun_tensors"].get<int64_t>(), 2);
+  EXPECT_FALSE(sim->contains("first_own_difference")) << sim->dump(2);
+  // And the file check names what was changed: the zero point, not the (equal) scale.
+  const std::string failures = report["failures"].dump();
+  EXPECT_NE(failures.find("'" + tensor + "' (quantizer '" + activations[1] +
+                          "') is written with zero point 1, the prepared model's is 0"),
+            std::string::npos)
+      << failures;
+  const CliResult text = runCli("verify " + dir + " --limit 64", ortEnv());
+  EXPECT_NE(text.out.find("carried from the differences before it: rerun on ONNX Runtime's own"),
+            std::string::npos)
+      << text.out;
+  EXPECT_NE(text.out.find("is within one step of it: what differs by more was carried"),
             std::string::npos)
       << text.out;
 }
