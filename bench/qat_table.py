@@ -99,7 +99,7 @@ def verify(a, out):
     v = run(cmd)
     acc = v["accuracy"]
     # verify judges ORT against the simulation with ORT's int32 biases when it has one.
-    sim = acc.get("qforge simulation, int32 biases as ONNX Runtime", acc.get("qforge simulation"))
+    sim = acc.get("qforge simulation, ONNX Runtime's arithmetic", acc.get("qforge simulation"))
     return {"ort_qdq": acc.get("ONNX Runtime, QDQ model"), "verify_sim": sim,
             "verify_passed": v.get("passed"), "verify_failures": v.get("failures", [])}
 

@@ -181,6 +181,37 @@ void applyPool(const KernelGroup& group, QOperatorRewrite& rewrite) {
   rewrite.finish(k, group);
 }
 
+// DequantizeLinear -> op -> QuantizeLinear, nothing between, one 8-bit type throughout: the
+// groups ONNX Runtime's QDQ transformer turns into a com.microsoft unary kernel.
+std::string selectUnary(Node& op, const QOperatorRewrite& rewrite, KernelGroup& group) {
+  auto x = perTensorDq(op.input(0));
+  if (!x) return kNotPerTensorInput;
+  if (!takeOutput(op, rewrite, group)) return kNoQuantizedOutput;
+  if (group.activation != nullptr) return "a Relu/Clip lies between it and its QuantizeLinear";
+  if (!sameContainer(*x, group.quantize)) return "its input and output containers differ";
+  group.op = &op;
+  group.inputs = {*x};
+  return "";
+}
+
+void applyUnary(const KernelGroup& group, QOperatorRewrite& rewrite) {
+  const Dq& x = group.inputs[0];
+  const Node* q = group.quantize;
+  Node* k = rewrite.addKernel("QLinear" + group.op->opType(),
+                              {x.q, x.scale, x.zero_point, q->input(1), q->input(2)}, group.op,
+                              kMicrosoft);
+  k->attributes = group.op->attributes;
+  if (group.op->opType() == "Softmax") {
+    // QLinearSoftmax stands for the Softmax of one opset: below 13 it flattens from its axis
+    // (default 1), from 13 it reduces that axis alone (default -1).
+    const auto it = rewrite.graph().model.opset_imports.find("");
+    const int64_t opset = it == rewrite.graph().model.opset_imports.end() ? 13 : it->second;
+    k->attributes.set(Attribute::makeInt("opset", opset));
+    k->attributes.set(Attribute::makeInt("axis", intAttr(group.op, "axis", opset < 13 ? 1 : -1)));
+  }
+  rewrite.finish(k, group);
+}
+
 std::string selectConcat(Node& op, const QOperatorRewrite& rewrite, KernelGroup& group) {
   if (!takeOutput(op, rewrite, group)) return kNoQuantizedOutput;
   for (Value* v : op.inputs()) {
@@ -213,6 +244,9 @@ const std::map<std::string, QOperatorRule>& rulesByOpType() {
       {"AveragePool", {"QLinearAveragePool", selectPool, applyPool}},
       {"GlobalAveragePool", {"QLinearGlobalAveragePool", selectPool, applyPool}},
       {"Concat", {"QLinearConcat", selectConcat, applyConcat}},
+      {"LeakyRelu", {"QLinearLeakyRelu", selectUnary, applyUnary}},
+      {"Sigmoid", {"QLinearSigmoid", selectUnary, applyUnary}},
+      {"Softmax", {"QLinearSoftmax", selectUnary, applyUnary}},
   };
   return rules;
 }

@@ -15,6 +15,7 @@
 #include "exec/executor.h"
 #include "ir/onnx_import.h"
 #include "verify/deployed_parameters.h"
+#include "verify/runtime_kernels.h"
 
 namespace qforge::verify {
 
@@ -33,7 +34,7 @@ const Comparison* exactQdqEmulation(const std::vector<Comparison>& comparisons,
 namespace {
 
 const char kSimulation[] = "qforge simulation";
-const char kSimulationRt[] = "qforge simulation, int32 biases as ONNX Runtime";
+const char kSimulationRt[] = "qforge simulation, ONNX Runtime's arithmetic";
 const char kEmulation[] = "qforge integer emulation";
 const char kOrtQdq[] = "ONNX Runtime, QDQ model";
 const char kOrtQop[] = "ONNX Runtime, QOperator model";
@@ -84,6 +85,21 @@ class Verifier {
           " float biases of Conv/Gemm that ONNX Runtime runs as integer kernels are rounded to "
           "int32 (scale s_input * s_weight) in the simulation ORT is compared with; the backend "
           "itself keeps them float");
+    }
+    if (models.contains("qdq")) {
+      runtime_kernels_ = std::make_unique<RuntimeKernels>(
+          model_.graph(), importOnnxFile(fileIn(dir_, models["qdq"].get<std::string>())));
+      if (runtime_kernels_->empty()) {
+        runtime_kernels_.reset();
+      } else {
+        const std::vector<std::string> names = runtime_kernels_->names();
+        report.notes.push_back(
+            std::to_string(names.size()) +
+            " quantized Softmax ONNX Runtime fuses into QLinearSoftmax (its exp table and "
+            "output multiplier floor(1 / y_scale)) run as that kernel in the simulation ORT is "
+            "compared with: " +
+            describeOps(names));
+      }
     }
     openModels(models);
     max_abs_sim_.assign(outputs_.size(), 0.0);
@@ -161,7 +177,9 @@ class Verifier {
     }
     addAccuracy(kSimulation, sim, batch.labels);
     TensorMap sim_rt = sim;
-    if (!sim_overrides_.empty()) {
+    if (!sim_overrides_.empty() || runtime_kernels_) {
+      HookScope hooks(model_.executor());
+      if (runtime_kernels_) runtime_kernels_->install(hooks);
       sim_rt = algos::runInBatches(model_.executor(), feeds, outputs_, fixed_, sim_overrides_);
       addAccuracy(kSimulationRt, sim_rt, batch.labels);
     }
@@ -248,6 +266,8 @@ class Verifier {
   void trace(const TraceContext& context, const Stream& s, Comparison& c) {
     TraceSummary summary;
     if (s.meta.model == "qdq") {
+      HookScope hooks(model_.executor());
+      if (runtime_kernels_) runtime_kernels_->install(hooks);
       summary = summarize(traceQdq(context, model_, manifest_, encodings_, qdq_path_,
                                    s.worst->feeds(), sim_overrides_));
     } else {
@@ -282,6 +302,7 @@ class Verifier {
   std::vector<Encoding> encodings_;
   std::vector<std::string> outputs_;
   TensorMap sim_overrides_;  // bias overrides for the runtime-faithful simulation
+  std::unique_ptr<RuntimeKernels> runtime_kernels_;  // and ORT's own kernels; nullptr: none
   std::unique_ptr<Graph> qop_graph_;
   std::unique_ptr<Executor> emulator_;
   std::string qdq_path_, qop_path_;

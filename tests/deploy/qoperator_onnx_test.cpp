@@ -10,6 +10,7 @@
 #include "deploy/qoperator_onnx.h"
 #include "deploy/qoperator_rules.h"
 #include "exec/executor.h"
+#include "exec/ort_emulation.h"
 #include "support/checks.h"
 #include "support/quant_graphs.h"
 
@@ -304,20 +305,39 @@ TEST(QOperatorOnnx, ConvGroupsOnnxRuntimeCannotRunStayQdqWithTheReason) {
 }
 
 TEST(QOperatorOnnx, OpsWithoutARuleAreNamedAsHavingNoKernel) {
-  // A Sigmoid between two quantized points reads a dequantized value; ONNX Runtime has no
-  // QLinearSigmoid in the default domain, so it stays float and the summary names the reason.
+  // A Tanh between two quantized points reads a dequantized value; ONNX Runtime has no integer
+  // Tanh kernel, so it stays float and the summary names the reason.
   Graph g = convReluConv();
   Value* y = g.value("y");
-  g.addNode("Sigmoid", {y}, {"s"}, "sigmoid");
+  g.addNode("Tanh", {y}, {"s"}, "tanh");
+  g.setOutputs({g.value("s")});
+  Converted c = convert(std::move(g),
+                        {{"ops", {{"Tanh", "quantizable"}}},
+                         {"placement", {{"unit_inputs", true}, {"unit_outputs", true}}},
+                         {"constraints", {{"bias", {{"mode", "derived"}, {"bits", 32}}}}}},
+                        at::randn({2, 2, 5, 5}));
+  ASSERT_EQ(c.summary.not_fused.count("tanh"), 1u);
+  EXPECT_EQ(c.summary.not_fused.at("tanh"), "ONNX Runtime has no integer kernel for Tanh");
+  EXPECT_EQ(opCounts(c.qop).at("QLinearConv"), 2);
+}
+
+// DequantizeLinear -> Sigmoid -> QuantizeLinear is what ONNX Runtime's QDQ transformer turns into
+// com.microsoft QLinearSigmoid: the QOperator model says so itself, and computes within a step.
+TEST(QOperatorOnnx, AQuantizedSigmoidBecomesQLinearSigmoid) {
+  Graph g = convReluConv();
+  g.addNode("Sigmoid", {g.value("y")}, {"s"}, "sigmoid");
   g.setOutputs({g.value("s")});
   Converted c = convert(std::move(g),
                         {{"ops", {{"Sigmoid", "quantizable"}}},
                          {"placement", {{"unit_inputs", true}, {"unit_outputs", true}}},
                          {"constraints", {{"bias", {{"mode", "derived"}, {"bits", 32}}}}}},
                         at::randn({2, 2, 5, 5}));
-  ASSERT_EQ(c.summary.not_fused.count("sigmoid"), 1u);
-  EXPECT_EQ(c.summary.not_fused.at("sigmoid"), "ONNX Runtime has no integer kernel for Sigmoid");
-  EXPECT_EQ(opCounts(c.qop).at("QLinearConv"), 2);
+  EXPECT_EQ(c.summary.kernel_of.at("sigmoid"), "QLinearSigmoid");
+  EXPECT_EQ(opCounts(c.qop).count("Sigmoid"), 0u);
+  const at::Tensor x = at::randn({4, 2, 5, 5});
+  const at::Tensor want = Executor(c.qdq).run({{"x", x}}).at("s");
+  const at::Tensor got = Executor(c.qop, {}, ortEmulationRegistry()).run({{"x", x}}).at("s");
+  EXPECT_LE((got - want).abs().max().item<double>(), 2.01 / 256) << "more than a step or two";
 }
 
 TEST(QOperatorOnnx, RulesCoverTheKernelsOnnxRuntimeHas) {
@@ -331,7 +351,10 @@ TEST(QOperatorOnnx, RulesCoverTheKernelsOnnxRuntimeHas) {
       {"Mul", "QLinearMul"},
       {"AveragePool", "QLinearAveragePool"},
       {"GlobalAveragePool", "QLinearGlobalAveragePool"},
-      {"Concat", "QLinearConcat"}};
+      {"Concat", "QLinearConcat"},
+      {"LeakyRelu", "QLinearLeakyRelu"},
+      {"Sigmoid", "QLinearSigmoid"},
+      {"Softmax", "QLinearSoftmax"}};
   for (const auto& [op, kernel] : want) {
     const Node* n = g.addNode(op, {a}, {g.uniqueName("o")}, op);
     const deploy::QOperatorRule* rule = deploy::qoperatorRuleFor(*n);

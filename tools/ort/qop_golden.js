@@ -238,6 +238,31 @@ function add(name, op, inputs, outDtype, {domain = '', attrs = {}, opset = 13, f
       [allS, scalarF(0.0611), zpOf('int8', 0), scalarF(1 / 256), zpOf('int8', -128)], 'int8', ms);
 }
 
+// -------------------------------------------------------------------------- QLinearSoftmax
+{
+  const ms = {domain: 'com.microsoft'};
+  // The last axis, uint8, the usual 1/256 output: floor(1 / y_scale) = 256.
+  add('QLinearSoftmax_u8_last_axis', 'QLinearSoftmax',
+      [randU8([3, 10]), scalarF(0.0731), zpOf('uint8', 120), scalarF(1 / 256), zpOf('uint8', 0)],
+      'uint8', {...ms, attrs: {axis: -1, opset: 13}});
+  // A calibrated output scale (max 0.8 over 255 levels): ORT multiplies by floor(318.75) = 318.
+  add('QLinearSoftmax_u8_calibrated_scale_long_rows', 'QLinearSoftmax',
+      [randU8([2, 197]), scalarF(0.0412), zpOf('uint8', 3), scalarF(0.8 / 255), zpOf('uint8', 0)],
+      'uint8', {...ms, attrs: {axis: -1, opset: 13}});
+  // int8 over a middle axis (ORT transposes it last and back), the asymmetric [0, 1] grid.
+  add('QLinearSoftmax_s8_middle_axis', 'QLinearSoftmax',
+      [randI8([2, 5, 4]), scalarF(0.11), zpOf('int8', 0), scalarF(1 / 255), zpOf('int8', -128)],
+      'int8', {...ms, attrs: {axis: 1, opset: 13}});
+  // int8 whose levels would pass 127 (a range below 1 on the [0, 1] grid): saturated.
+  add('QLinearSoftmax_s8_saturating', 'QLinearSoftmax',
+      [randI8([4, 6]), scalarF(0.25), zpOf('int8', 0), scalarF(0.6 / 255), zpOf('int8', -128)],
+      'int8', {...ms, attrs: {axis: -1, opset: 13}});
+  // Opset 12's Softmax: everything from axis 1 is one row.
+  add('QLinearSoftmax_u8_opset12_flattened', 'QLinearSoftmax',
+      [randU8([2, 3, 4]), scalarF(0.05), zpOf('uint8', 128), scalarF(1 / 256), zpOf('uint8', 0)],
+      'uint8', {...ms, attrs: {axis: 1, opset: 12}});
+}
+
 // ------------------------------------------------------------------------------ output
 const CPP_TYPES = {float32: 'at::kFloat', uint8: 'at::kByte', int8: 'at::kChar', int32: 'at::kInt',
                    int64: 'at::kLong'};

@@ -1,6 +1,7 @@
 // ONNX Runtime's integer arithmetic for the com.microsoft QOperator ops without weights:
 // QLinearAdd, QLinearMul, QLinearGlobalAveragePool, QLinearAveragePool and the 256-entry-table ops
-// (QLinearConcat, QLinearLeakyRelu, QLinearSigmoid). The ORT facts they reproduce are listed at
+// (QLinearConcat, QLinearLeakyRelu, QLinearSigmoid), and QLinearSoftmax
+// (exec/ops/ort_qlinear_softmax). The ORT facts they reproduce are listed at
 // the top of exec/ops/ort_integer.cpp, which registers them through registerContribOps.
 #include <ATen/ATen.h>
 #include <ATen/ExpandUtils.h>
@@ -15,6 +16,7 @@
 #include "exec/ops/common.h"
 #include "exec/ops/conv_geometry.h"
 #include "exec/ops/ort_integer_common.h"
+#include "exec/ops/ort_qlinear_softmax.h"
 
 namespace qforge::ort_integer {
 namespace {
@@ -324,6 +326,23 @@ std::vector<at::Tensor> qlinearSigmoid(const OpContext& ctx) {
   return lookupActivation(ctx, mlasLogistic);
 }
 
+// com.microsoft QLinearSoftmax: X, X_scale, x_zero_point, Y_scale, y_zero_point; `opset` says
+// which Softmax it stands for (below 13: axis defaults to 1 and everything from it is one row).
+std::vector<at::Tensor> qlinearSoftmax(const OpContext& ctx) {
+  const at::Tensor& x = quant8Input(ctx, 0, "X");
+  const float x_scale = scaleValue(ctx, 1, "X_scale");
+  const float y_scale = scaleValue(ctx, 3, "Y_scale");
+  const int64_t y_zp = zeroPointValue(ctx, 4, "y_zero_point", x.scalar_type(), "X");
+  const int64_t softmax_opset = ctx.attrInt("opset");
+  const bool flatten = softmax_opset < 13;
+  const int64_t axis = ctx.attrInt("axis", flatten ? 1 : -1);
+  if (axis < -x.dim() || axis >= x.dim()) {
+    ctx.fail("axis " + std::to_string(axis) + " is out of range for X of rank " +
+             std::to_string(x.dim()));
+  }
+  return {qlinearSoftmaxLevels(x, x_scale, y_scale, y_zp, axis, flatten)};
+}
+
 // com.microsoft QLinearConcat: Y_scale, Y_zero_point, then (X, X_scale, X_zero_point) per input.
 std::vector<at::Tensor> qlinearConcat(const OpContext& ctx) {
   if (ctx.inputCount() < 5 || (ctx.inputCount() - 2) % 3 != 0) {
@@ -362,6 +381,7 @@ void registerContribOps(OpRegistry& registry) {
   registry.add(microsoft(op("QLinearConcat", 1, kLatestOpset, qlinearConcat)));
   registry.add(microsoft(op("QLinearLeakyRelu", 1, kLatestOpset, qlinearLeakyRelu)));
   registry.add(microsoft(op("QLinearSigmoid", 1, kLatestOpset, qlinearSigmoid)));
+  registry.add(microsoft(op("QLinearSoftmax", 1, kLatestOpset, qlinearSoftmax)));
 }
 
 }  // namespace qforge::ort_integer

@@ -1,0 +1,23 @@
+// ONNX Runtime's com.microsoft QLinearSoftmax (CPU), which its QDQ transformer also makes of
+// DequantizeLinear -> Softmax -> QuantizeLinear: the levels it writes, bit for bit.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <cstdint>
+
+namespace qforge::ort_integer {
+
+// `x` holds uint8 or int8 levels. The softmax runs over `axis` (opset >= 13) or over everything
+// from `axis` on, flattened (`flatten_from_axis`, opset < 13). ORT's arithmetic, which differs
+// from Softmax followed by QuantizeLinear:
+// - exp comes from a 256-entry table, exp((x - max) * x_scale + shift) computed in double and
+//   stored as float, with the shift keeping the row's float sum finite (x's zero point cancels);
+// - the sum is float, added in row order;
+// - the output level is nearbyint(e * floor(1 / y_scale) / sum) + y_zero_point: it scales by
+//   the whole number floor(1 / y_scale), not by 1 / y_scale;
+// - levels saturate at the top of the type (255, 127); none lies below the zero point.
+at::Tensor qlinearSoftmaxLevels(const at::Tensor& x, float x_scale, float y_scale,
+                                int64_t y_zero_point, int64_t axis, bool flatten_from_axis);
+
+}  // namespace qforge::ort_integer
