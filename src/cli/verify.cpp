@@ -39,6 +39,7 @@ struct VerifyCliOptions {
   double max_p99_steps = 1.0;
   std::optional<double> iou_threshold;
   double min_iou = 0.99;
+  double max_quality_gap = 1.0;
   std::string trace_memory = "1G";
   bool json = false;
   bool quiet = false;
@@ -128,10 +129,20 @@ std::string reportText(const verify::VerifyReport& r) {
              "differences before it\n";
     }
   }
+  for (const verify::OutputQuality& q : r.quality) {
+    std::snprintf(buf, sizeof(buf),
+                  "quality    output '%s': SQNR against the float model %.2f dB in ONNX Runtime, "
+                  "%.2f dB in the simulation\n",
+                  q.output.c_str(), q.ort_sqnr_db, q.simulation_sqnr_db);
+    out << buf;
+  }
   for (const verify::Criterion& c : r.criteria) {
-    out << "criterion  " << (c.passed ? "ok    " : "FAILED") << "  " << c.comparison << ", output '"
-        << c.output << "': " << c.metric << " " << number(c.value) << (c.at_least ? " >= " : " <= ")
-        << number(c.threshold) << "\n";
+    out << "criterion  "
+        << (c.passed   ? "ok    "
+            : c.waived ? "waived"
+                       : "FAILED")
+        << "  " << c.comparison << ", output '" << c.output << "': " << c.metric << " "
+        << number(c.value) << (c.at_least ? " >= " : " <= ") << number(c.threshold) << "\n";
   }
   for (const std::string& n : r.notes)
     out << "note       " << n << "\n";
@@ -154,6 +165,7 @@ int runVerify(const VerifyCliOptions& o) {
   options.max_p99_steps = o.max_p99_steps;
   options.iou_threshold = o.iou_threshold;
   options.min_iou = o.min_iou;
+  options.max_quality_gap_db = o.max_quality_gap;
   options.ort.ort_dir = o.ort_dir;
   options.ort.optimization = verify::parseOrtOptimization(o.optimization);
   options.ort.timeout_seconds = o.timeout;
@@ -230,6 +242,11 @@ std::pair<CLI::App*, std::function<int()>> addVerifyCommand(CLI::App& app) {
                   "Also score the IoU of the output maps thresholded at this value (masks, "
                   "probability maps)");
   sub->add_option("--min-iou", o->min_iou, "IoU needed to pass with --iou-threshold")
+      ->capture_default_str();
+  sub->add_option("--max-quality-gap", o->max_quality_gap,
+                  "When every difference was carried from rounding at ties (no tensor differs on "
+                  "its own), the largest gap (dB) between ORT's and the simulation's SQNR against "
+                  "the float model")
       ->capture_default_str();
   sub->add_option("--trace-memory", o->trace_memory,
                   "Memory the tensor-by-tensor trace of disagreeing paths may hold at once (512M, "

@@ -38,6 +38,11 @@ struct VerifyOptions {
   double max_p99_steps = 1.0;
   std::optional<double> iou_threshold;
   double min_iou = 0.99;
+  // When every compared tensor, rerun on ORT's inputs, is within one step of ORT (no op differs
+  // on its own), failing element-wise criteria are rounding at ties carried through a deep graph:
+  // the QDQ model is then judged by quality instead, each output's SQNR against the float model
+  // in ORT and in the simulation differing by at most this.
+  double max_quality_gap_db = 1.0;
   // Against the emulation (the same integer arithmetic): exact output elements and the largest
   // difference, for every output.
   double min_exact = 0.999;
@@ -82,6 +87,17 @@ struct Criterion {
   double threshold = 0;
   bool at_least = true;  // value >= threshold passes (else value <= threshold)
   bool passed = false;
+  // Failed, but not counted: an element-wise criterion of a QDQ model whose differences were all
+  // carried from rounding at ties (VerifyOptions::max_quality_gap_db judges it instead).
+  bool waived = false;
+};
+
+// One output's quantization error, as ONNX Runtime's QDQ model and the simulation ORT is
+// compared with each show it against the float model.
+struct OutputQuality {
+  std::string output;
+  double ort_sqnr_db = 0;
+  double simulation_sqnr_db = 0;
 };
 
 struct VerifyReport {
@@ -92,6 +108,7 @@ struct VerifyReport {
   std::string step_source;  // "output quantizer 'q'" or "int8 step of the output range"
   std::vector<std::pair<std::string, double>> accuracy;  // path -> top-1 (fraction)
   std::vector<Comparison> comparisons;
+  std::vector<OutputQuality> quality;  // per output, when there is a QDQ model
   std::vector<Criterion> criteria;
   std::vector<std::string> notes;
   // Exported quantization parameters that differ from the prepared model's quantizers: "file:

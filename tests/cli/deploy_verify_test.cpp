@@ -246,6 +246,13 @@ TEST(DeployVerifyCli, ADivergenceCarriedFromAnEarlierTensorIsToldFromAnOpThatDif
   // op differs on its own.
   EXPECT_GT((*sim)["rerun_tensors"].get<int64_t>(), 2);
   EXPECT_FALSE(sim->contains("first_own_difference")) << sim->dump(2);
+  // A quantizer that differs is no rounding at ties: nothing is waived, ORT's quality against
+  // the float model is reported.
+  for (const auto& criterion : report["criteria"])
+    EXPECT_FALSE(criterion["waived"].get<bool>()) << criterion.dump();
+  ASSERT_EQ(report["quality"].size(), 1u);
+  EXPECT_LT(report["quality"][0]["ort_sqnr_db"].get<double>(),
+            report["quality"][0]["simulation_sqnr_db"].get<double>());
   // And the file check names what was changed: the zero point, not the (equal) scale.
   const std::string failures = report["failures"].dump();
   EXPECT_NE(failures.find("'" + tensor + "' (quantizer '" + activations[1] +
