@@ -5,8 +5,11 @@ split, and prints a markdown table: top-1 of qforge's simulation, of ONNX Runtim
 QDQ and QOperator models and of qforge's integer emulation, top-1 agreement, and output
 differences in units of the output's quantization step.
 
-    bench/deploy_verify_table.py [--qforge build/qforge] [--models resnet,mobilenet,vit]
-                                 [--backends TensorRT,QDQ,ONNX_QNN] [--limit N] [--json FILE]
+    bench/deploy_verify_table.py [--qforge build/qforge] [--models resnet,mobilenet,vit,unet]
+                                 [--backends TensorRT,QDQ,ONNX_QNN | all] [--limit N]
+                                 [--calib-batches 32] [--matrix] [--json FILE]
+--matrix prints one line per model and one cell per backend (pass, or the first failure), the
+form of issue #18's 16 x 4 proof.
 ONNX Runtime comes from $QFORGE_ORT_DIR (scripts/install-ort.sh installs it; default build/ort).
 """
 import argparse
@@ -17,6 +20,11 @@ import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# verify's accuracy of the simulation with ORT's int32 biases and fused kernels.
+SIM_AS_ORT = "qforge simulation, ONNX Runtime's arithmetic"
+ALL_BACKENDS = ["Academic", "Academic_NLP", "NNIE", "ONNX_QNN", "ONNXRuntime", "OpenVINO",
+                "PPLCUDA", "PPLW8A16", "QDQ", "QNN", "SNPE", "STPU", "Tengine_u8", "TensorRT",
+                "TensorRT_NLP", "Vitis"]
 
 
 def run(cmd):
@@ -26,10 +34,10 @@ def run(cmd):
     return json.loads(done.stdout)
 
 
-def verify_pair(qforge, model, backend, limit):
+def verify_pair(qforge, model, backend, limit, calib_batches):
     with tempfile.TemporaryDirectory() as out:
         run([qforge, "quantize", os.path.join(ROOT, "models/zoo", model + ".onnx"),
-             "--backend", backend, "--calib", "fashion-mnist:train", "--calib-batches", "32",
+             "--backend", backend, "--calib", "fashion-mnist:train", "--calib-batches", str(calib_batches),
              "--calib-batch", "64", "--out", out, "--json"])
         cmd = [qforge, "verify", out, "--data", "fashion-mnist:test", "--json"]
         if limit:
@@ -42,7 +50,7 @@ def pct(x):
 
 
 def print_table(rows):
-    print("| model | backend | qforge sim (int32 biases as ORT) | ORT QDQ | ORT QOperator "
+    print("| model | backend | qforge sim (ORT's arithmetic) | ORT QDQ | ORT QOperator "
           "| qforge emulation | ORT vs reference | top-1 agreement | max / p99 steps "
           "| exact elements | passed |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
@@ -52,8 +60,8 @@ def print_table(rows):
             continue
         acc = r["accuracy"]
         sim = pct(acc.get("qforge simulation"))
-        if "qforge simulation, int32 biases as ONNX Runtime" in acc:
-            sim += f" ({pct(acc['qforge simulation, int32 biases as ONNX Runtime'])})"
+        if SIM_AS_ORT in acc:
+            sim += f" ({pct(acc[SIM_AS_ORT])})"
         for c in r["comparisons"]:
             judged = "" if c.get("judged", True) else " (diagnostic)"
             print(f"| {r['model']} | {r['backend']} | {sim} "
@@ -66,25 +74,52 @@ def print_table(rows):
                   f"| {'yes' if r['passed'] else 'no: ' + '; '.join(r['failures'])} |")
 
 
+def print_matrix(rows):
+    backends = list(dict.fromkeys(r["backend"] for r in rows))
+    models = list(dict.fromkeys(r["model"] for r in rows))
+    cell = {(r["model"], r["backend"]): r for r in rows}
+    print("| model | " + " | ".join(backends) + " | passed |")
+    print("|---|" + "---|" * (len(backends) + 1))
+    for m in models:
+        cells, passed = [], 0
+        for b in backends:
+            r = cell.get((m, b))
+            if r is None:
+                cells.append("-")
+            elif "error" in r:
+                cells.append("error: " + r["error"].splitlines()[-1][-120:])
+            elif r["passed"]:
+                cells.append("ok")
+                passed += 1
+            else:
+                cells.append("no: " + r["failures"][0])
+        print(f"| {m} | " + " | ".join(cells) + f" | {passed}/{len(backends)} |")
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--qforge", default=os.path.join(ROOT, "build/qforge"))
     p.add_argument("--models", default="resnet,mobilenet,vit")
     p.add_argument("--backends", default="TensorRT,QDQ,ONNX_QNN")
     p.add_argument("--limit", type=int, default=0, help="verify only N test images (quick runs)")
+    p.add_argument("--calib-batches", type=int, default=32, help="calibration batches of 64")
+    p.add_argument("--matrix", action="store_true", help="one cell per (model, backend)")
     p.add_argument("--json", help="write every result here")
     p.add_argument("--from-json", help="print the table of an earlier --json file, run nothing")
     a = p.parse_args()
     os.environ.setdefault("QFORGE_ORT_DIR", os.path.join(ROOT, "build/ort"))
     if a.from_json:
         with open(a.from_json) as f:
-            print_table(json.load(f))
+            rows = json.load(f)
+        (print_matrix if a.matrix else print_table)(rows)
         return
+    if a.backends == "all":
+        a.backends = ",".join(ALL_BACKENDS)
     rows = []
     for model in a.models.split(","):
         for backend in a.backends.split(","):
             try:
-                r = verify_pair(a.qforge, model, backend, a.limit)
+                r = verify_pair(a.qforge, model, backend, a.limit, a.calib_batches)
             except RuntimeError as e:
                 print(f"{model} {backend}: ERROR {e}", file=sys.stderr)
                 rows.append({"model": model, "backend": backend, "error": str(e)})
@@ -92,7 +127,7 @@ def main():
             r.update(model=model, backend=backend)
             rows.append(r)
             print(f"{model:10s} {backend:10s} passed={r['passed']}", file=sys.stderr)
-    print_table(rows)
+    (print_matrix if a.matrix else print_table)(rows)
     if a.json:
         with open(a.json, "w") as f:
             json.dump(rows, f, indent=2)
