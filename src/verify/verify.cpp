@@ -359,12 +359,14 @@ void Verifier::judge(VerifyReport& report) const {
     const std::string what = c.model + " model vs " + c.reference;
     // Every tensor rerun on ORT's inputs within one step of it: what differs beyond was carried
     // from rounding at ties. The element-wise criteria are then reported, and quality judged.
-    // The first difference must itself be rounding at ties: a quantizer written differently
-    // also leaves every tensor within a step of its rerun.
+    // The first difference must itself be rounding (float noise at ties, or the requantization
+    // of ORT's fused integer kernel, within a level): a quantizer written differently also leaves
+    // every tensor within a step of its rerun.
+    const std::optional<std::string> first_cause =
+        c.first_difference ? differenceCause(*c.first_difference) : std::nullopt;
+    const bool rounding = first_cause == "rounding_ties" || first_cause == "fused_kernel_differs";
     const bool carried = c.model == "qdq" && c.reference == "simulation" && c.rerun_tensors > 0 &&
-                         !c.first_own_difference && c.first_difference &&
-                         differenceCause(*c.first_difference) == "rounding_ties" &&
-                         !report.quality.empty();
+                         !c.first_own_difference && rounding && !report.quality.empty();
     int64_t waived = 0;
     const auto apply = [&](VerifyReport& r, Criterion criterion, const std::string& text) {
       verify::apply(r, criterion, text);
@@ -423,9 +425,10 @@ void Verifier::judge(VerifyReport& report) const {
     if (waived > 0) {
       report.notes.push_back(
           what + ": " + std::to_string(waived) +
-          " element-wise criteria waived (marked above): the first difference is rounding at "
-          "ties, and each of the " +
-          std::to_string(c.rerun_tensors) +
+          " element-wise criteria waived (marked above): the first difference is rounding (" +
+          (*first_cause == "rounding_ties" ? "float noise at ties"
+                                           : "the requantization of ORT's fused kernel") +
+          "), and each of the " + std::to_string(c.rerun_tensors) +
           " tensors rerun on ONNX Runtime's inputs is within one step of it, so what differs "
           "more was carried through the graph; judged instead by each output's SQNR against the "
           "float model, ONNX Runtime's against the simulation's (quality_gap_db)");

@@ -38,8 +38,9 @@ struct VerifyOptions {
   double max_p99_steps = 1.0;
   std::optional<double> iou_threshold;
   double min_iou = 0.99;
-  // When every compared tensor, rerun on ORT's inputs, is within one step of ORT (no op differs
-  // on its own), failing element-wise criteria are rounding at ties carried through a deep graph:
+  // When the first difference is rounding (at ties, or in ORT's fused kernel) and every compared
+  // tensor, rerun on ORT's inputs, is within one step of ORT (no op differs on its own), failing
+  // element-wise criteria are that rounding carried through a deep graph:
   // the QDQ model is then judged by quality instead, each output's SQNR against the float model
   // in ORT and in the simulation differing by at most this.
   double max_quality_gap_db = 1.0;
