@@ -155,6 +155,43 @@ TEST(DeployVerifyCli, RoundingNoiseAtTiesIsToldApart) {
   EXPECT_NE(text.out.find("why: float rounding noise"), std::string::npos) << text.out;
 }
 
+// Where every difference is rounding carried through the graph (the first at ties, no tensor
+// differing on its own on ORT's inputs), a failing element-wise criterion (here a top-1 agreement
+// of more than 100%, which nothing meets) is waived and the model judged by its quality against
+// the float model instead, which then decides the verdict.
+TEST(DeployVerifyCli, CarriedRoundingIsJudgedByQualityAgainstTheFloatModel) {
+  const std::string dir = quantized("TensorRT");
+  const nlohmann::json report = verifyJson(dir + " --limit 64 --min-agreement 1.01", 0);
+  const nlohmann::json* sim = comparison(report, "qdq", "simulation");
+  ASSERT_NE(sim, nullptr);
+  ASSERT_TRUE(sim->contains("first_difference")) << sim->dump(2);
+  EXPECT_EQ((*sim)["first_difference"]["cause"], "rounding_ties");
+  EXPECT_FALSE(sim->contains("first_own_difference"));
+  bool waived = false, quality = false;
+  for (const auto& c : report["criteria"]) {
+    if (c["metric"] == "top1_agreement" && c["comparison"] == "qdq model vs simulation") {
+      EXPECT_FALSE(c["passed"].get<bool>());
+      waived = c["waived"].get<bool>();
+    }
+    if (c["metric"] == "quality_gap_db") {
+      quality = true;
+      EXPECT_TRUE(c["passed"].get<bool>()) << c.dump();
+    }
+  }
+  EXPECT_TRUE(waived) << report["criteria"].dump(2);
+  EXPECT_TRUE(quality) << report["criteria"].dump(2);
+  ASSERT_EQ(report["quality"].size(), 1u);
+  const double ort_db = report["quality"][0]["ort_sqnr_db"].get<double>();
+  const double sim_db = report["quality"][0]["simulation_sqnr_db"].get<double>();
+  EXPECT_NEAR(ort_db, sim_db, 1.0);
+  EXPECT_GT(ort_db, 10.0);  // W8A8 on the zoo ResNet is no noise
+  // Judged by quality, the verdict follows it: a gap no figure can meet fails.
+  const nlohmann::json strict =
+      verifyJson(dir + " --limit 64 --min-agreement 1.01 --max-quality-gap -1", 1);
+  EXPECT_NE(strict["failures"].dump().find("SQNR against the float model"), std::string::npos)
+      << strict["failures"].dump();
+}
+
 // A scale off by 0.3%: levels move by at most one, as at ties, but for values far from any rounding
 // boundary. Verify does not take it for rounding noise.
 TEST(DeployVerifyCli, ASlightlyWrongScaleIsNotTakenForRoundingNoise) {
