@@ -160,6 +160,8 @@ void applyBinary(const KernelGroup& group, QOperatorRewrite& rewrite) {
   rewrite.finish(k, group);
 }
 
+// One dequantized input, a quantized output (through a Relu/Clip the rewrite handles), one 8-bit
+// type: the pools.
 std::string selectPool(Node& op, const QOperatorRewrite& rewrite, KernelGroup& group) {
   auto x = perTensorDq(op.input(0));
   if (!x) return kNotPerTensorInput;
@@ -170,27 +172,11 @@ std::string selectPool(Node& op, const QOperatorRewrite& rewrite, KernelGroup& g
   return "";
 }
 
-void applyPool(const KernelGroup& group, QOperatorRewrite& rewrite) {
-  const Dq& x = group.inputs[0];
-  const Node* q = group.quantize;
-  Node* k = rewrite.addKernel("QLinear" + group.op->opType(),
-                              {x.q, x.scale, x.zero_point, q->input(1), q->input(2)}, group.op,
-                              kMicrosoft);
-  k->attributes = group.op->attributes;
-  k->attributes.set(Attribute::makeInt("channels_last", 0));
-  rewrite.finish(k, group);
-}
-
-// DequantizeLinear -> op -> QuantizeLinear, nothing between, one 8-bit type throughout: the
-// groups ONNX Runtime's QDQ transformer turns into a com.microsoft unary kernel.
+// DequantizeLinear -> op -> QuantizeLinear with nothing between: the groups ONNX Runtime's QDQ
+// transformer turns into LeakyRelu's, Sigmoid's and Softmax's com.microsoft kernels.
 std::string selectUnary(Node& op, const QOperatorRewrite& rewrite, KernelGroup& group) {
-  auto x = perTensorDq(op.input(0));
-  if (!x) return kNotPerTensorInput;
-  if (!takeOutput(op, rewrite, group)) return kNoQuantizedOutput;
+  if (std::string why = selectPool(op, rewrite, group); !why.empty()) return why;
   if (group.activation != nullptr) return "a Relu/Clip lies between it and its QuantizeLinear";
-  if (!sameContainer(*x, group.quantize)) return "its input and output containers differ";
-  group.op = &op;
-  group.inputs = {*x};
   return "";
 }
 
@@ -201,7 +187,10 @@ void applyUnary(const KernelGroup& group, QOperatorRewrite& rewrite) {
                               {x.q, x.scale, x.zero_point, q->input(1), q->input(2)}, group.op,
                               kMicrosoft);
   k->attributes = group.op->attributes;
-  if (group.op->opType() == "Softmax") {
+  const std::string& type = group.op->opType();
+  if (type == "AveragePool" || type == "GlobalAveragePool") {
+    k->attributes.set(Attribute::makeInt("channels_last", 0));
+  } else if (type == "Softmax") {
     // QLinearSoftmax stands for the Softmax of one opset: below 13 it flattens from its axis
     // (default 1), from 13 it reduces that axis alone (default -1).
     const auto it = rewrite.graph().model.opset_imports.find("");
@@ -241,8 +230,8 @@ const std::map<std::string, QOperatorRule>& rulesByOpType() {
       {"Gemm", {"QGemm", selectGemm, applyGemm}},
       {"Add", {"QLinearAdd", selectBinary, applyBinary}},
       {"Mul", {"QLinearMul", selectBinary, applyBinary}},
-      {"AveragePool", {"QLinearAveragePool", selectPool, applyPool}},
-      {"GlobalAveragePool", {"QLinearGlobalAveragePool", selectPool, applyPool}},
+      {"AveragePool", {"QLinearAveragePool", selectPool, applyUnary}},
+      {"GlobalAveragePool", {"QLinearGlobalAveragePool", selectPool, applyUnary}},
       {"Concat", {"QLinearConcat", selectConcat, applyConcat}},
       {"LeakyRelu", {"QLinearLeakyRelu", selectUnary, applyUnary}},
       {"Sigmoid", {"QLinearSigmoid", selectUnary, applyUnary}},

@@ -78,22 +78,17 @@ at::Tensor qlinearSoftmaxLevels(const at::Tensor& x, float x_scale, float y_scal
   const std::array<float, 256> table = expTable(x_scale, reduce_len);
   const float y_multiplier = std::floor(1.0f / y_scale);
   const int64_t n = rows.numel() / reduce_len;
+  const auto each_row = [&](const auto* src, auto* dst) {
+    at::parallel_for(0, n, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t r = begin; r < end; ++r)
+        softmaxRow(src + r * reduce_len, dst + r * reduce_len, reduce_len, table, y_multiplier,
+                   y_zero_point);
+    });
+  };
   if (x.scalar_type() == at::kByte) {
-    const uint8_t* src = rows.data_ptr<uint8_t>();
-    uint8_t* dst = out.data_ptr<uint8_t>();
-    at::parallel_for(0, n, 1, [&](int64_t begin, int64_t end) {
-      for (int64_t r = begin; r < end; ++r)
-        softmaxRow(src + r * reduce_len, dst + r * reduce_len, reduce_len, table, y_multiplier,
-                   y_zero_point);
-    });
+    each_row(rows.data_ptr<uint8_t>(), out.data_ptr<uint8_t>());
   } else {
-    const int8_t* src = rows.data_ptr<int8_t>();
-    int8_t* dst = out.data_ptr<int8_t>();
-    at::parallel_for(0, n, 1, [&](int64_t begin, int64_t end) {
-      for (int64_t r = begin; r < end; ++r)
-        softmaxRow(src + r * reduce_len, dst + r * reduce_len, reduce_len, table, y_multiplier,
-                   y_zero_point);
-    });
+    each_row(rows.data_ptr<int8_t>(), out.data_ptr<int8_t>());
   }
   return flatten_from_axis ? out : out.movedim(-1, axis).contiguous();
 }
