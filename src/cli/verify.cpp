@@ -40,6 +40,7 @@ struct VerifyCliOptions {
   std::optional<double> iou_threshold;
   double min_iou = 0.99;
   double max_quality_gap = 1.0;
+  bool strict = false;
   std::string trace_memory = "1G";
   bool json = false;
   bool quiet = false;
@@ -166,6 +167,7 @@ int runVerify(const VerifyCliOptions& o) {
   options.iou_threshold = o.iou_threshold;
   options.min_iou = o.min_iou;
   options.max_quality_gap_db = o.max_quality_gap;
+  options.waive_carried_rounding = !o.strict;
   options.ort.ort_dir = o.ort_dir;
   options.ort.optimization = verify::parseOrtOptimization(o.optimization);
   options.ort.timeout_seconds = o.timeout;
@@ -248,6 +250,9 @@ std::pair<CLI::App*, std::function<int()>> addVerifyCommand(CLI::App& app) {
                   "its own), the largest gap (dB) between ORT's and the simulation's SQNR against "
                   "the float model")
       ->capture_default_str();
+  sub->add_flag("--strict", o->strict,
+                "Judge every element-wise criterion, even when the differences are rounding "
+                "carried through the graph");
   sub->add_option("--trace-memory", o->trace_memory,
                   "Memory the tensor-by-tensor trace of disagreeing paths may hold at once (512M, "
                   "2G); it reruns the models once per that much of compared tensors")

@@ -4,6 +4,8 @@
 
 #include <ATen/ATen.h>
 
+#include <cmath>
+
 namespace qforge::deploy {
 
 namespace {
@@ -172,11 +174,47 @@ std::string selectPool(Node& op, const QOperatorRewrite& rewrite, KernelGroup& g
   return "";
 }
 
+// The row length of a Softmax whose input shape is known there, else 0.
+int64_t softmaxRowLength(const Node& op, int64_t opset) {
+  const TensorType& t = op.input(0)->type;
+  if (!t.shape) return 0;
+  const int64_t rank = static_cast<int64_t>(t.shape->size());
+  int64_t axis = intAttr(&op, "axis", opset < 13 ? 1 : -1);
+  if (axis < 0) axis += rank;
+  if (axis < 0 || axis >= rank) return 0;
+  int64_t d = 1;
+  for (int64_t i = axis; i < (opset < 13 ? rank : axis + 1); ++i) {
+    const Dim& dim = (*t.shape)[static_cast<size_t>(i)];
+    if (!dim.isKnown()) return 0;
+    d *= dim.value;
+  }
+  return d;
+}
+
 // DequantizeLinear -> op -> QuantizeLinear with nothing between: the groups ONNX Runtime's QDQ
 // transformer turns into LeakyRelu's, Sigmoid's and Softmax's com.microsoft kernels.
 std::string selectUnary(Node& op, const QOperatorRewrite& rewrite, KernelGroup& group) {
   if (std::string why = selectPool(op, rewrite, group); !why.empty()) return why;
   if (group.activation != nullptr) return "a Relu/Clip lies between it and its QuantizeLinear";
+  if (op.opType() == "Softmax") {
+    // QLinearSoftmax scales exp values of up to FLT_MAX / (e^5 D) by floor(1 / y_scale) in
+    // float: from e^5 D on, the largest overflow to infinity and come out as level 0.
+    const auto it = rewrite.graph().model.opset_imports.find("");
+    const int64_t opset = it == rewrite.graph().model.opset_imports.end() ? 13 : it->second;
+    const int64_t d = softmaxRowLength(op, opset);
+    const Value* y_scale = group.quantize->input(1);
+    if (d == 0 || y_scale == nullptr || !y_scale->isInitializer()) {
+      return "its row length or output scale is not known here, and ONNX Runtime's "
+             "QLinearSoftmax overflows for small output scales";
+    }
+    const double multiplier =
+        std::floor(1.0 / y_scale->initializer().to(at::kFloat).item<double>());
+    if (multiplier >= std::exp(5.0) * static_cast<double>(d)) {
+      return "ONNX Runtime's QLinearSoftmax would overflow: floor(1 / y_scale) = " +
+             std::to_string(static_cast<int64_t>(multiplier)) + " >= e^5 x " + std::to_string(d) +
+             " (row length)";
+    }
+  }
   return "";
 }
 

@@ -365,7 +365,8 @@ void Verifier::judge(VerifyReport& report) const {
     const std::optional<std::string> first_cause =
         c.first_difference ? differenceCause(*c.first_difference) : std::nullopt;
     const bool rounding = first_cause == "rounding_ties" || first_cause == "fused_kernel_differs";
-    const bool carried = c.model == "qdq" && c.reference == "simulation" && c.rerun_tensors > 0 &&
+    const bool carried = options_.waive_carried_rounding && c.model == "qdq" &&
+                         c.reference == "simulation" && c.rerun_tensors > 0 &&
                          !c.first_own_difference && rounding && !report.quality.empty();
     int64_t waived = 0;
     const auto apply = [&](VerifyReport& r, Criterion criterion, const std::string& text) {

@@ -44,6 +44,7 @@ struct VerifyOptions {
   // the QDQ model is then judged by quality instead, each output's SQNR against the float model
   // in ORT and in the simulation differing by at most this.
   double max_quality_gap_db = 1.0;
+  bool waive_carried_rounding = true;  // false (--strict): element-wise criteria always judged
   // Against the emulation (the same integer arithmetic): exact output elements and the largest
   // difference, for every output.
   double min_exact = 0.999;

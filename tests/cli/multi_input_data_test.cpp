@@ -115,9 +115,11 @@ TEST(MultiInputDataCli, QuantizeEvalAndVerifyFeedEveryInputOneSampleAtATime) {
   }
   EXPECT_TRUE(judged_sqnr) << j.dump(2);
 
-  // Thresholds are the user's: an impossible SQNR fails, with the figure.
-  r = runCli("verify " + out + " --data " + kData + " --min-sqnr 1000 --iou-threshold 0.5 --json",
-             ortEnv());
+  // Thresholds are the user's: with --strict (no waiver for carried rounding) an impossible SQNR
+  // fails, with the figure.
+  r = runCli(
+      "verify " + out + " --data " + kData + " --min-sqnr 1000 --iou-threshold 0.5 --strict --json",
+      ortEnv());
   EXPECT_EQ(r.exit_code, 1) << r.out;
   j = jsonOf(r);
   ASSERT_FALSE(j["failures"].empty());
