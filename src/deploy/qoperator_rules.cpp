@@ -6,6 +6,8 @@
 
 #include <cmath>
 
+#include "exec/ops/ort_qlinear_softmax.h"
+
 namespace qforge::deploy {
 
 namespace {
@@ -197,8 +199,7 @@ std::string selectUnary(Node& op, const QOperatorRewrite& rewrite, KernelGroup& 
   if (std::string why = selectPool(op, rewrite, group); !why.empty()) return why;
   if (group.activation != nullptr) return "a Relu/Clip lies between it and its QuantizeLinear";
   if (op.opType() == "Softmax") {
-    // QLinearSoftmax scales exp values of up to FLT_MAX / (e^5 D) by floor(1 / y_scale) in
-    // float: from e^5 D on, the largest overflow to infinity and come out as level 0.
+    // ORT's kernel overflows for small output scales (exec/ops/ort_qlinear_softmax.h).
     const auto it = rewrite.graph().model.opset_imports.find("");
     const int64_t opset = it == rewrite.graph().model.opset_imports.end() ? 13 : it->second;
     const int64_t d = softmaxRowLength(op, opset);
@@ -207,12 +208,11 @@ std::string selectUnary(Node& op, const QOperatorRewrite& rewrite, KernelGroup& 
       return "its row length or output scale is not known here, and ONNX Runtime's "
              "QLinearSoftmax overflows for small output scales";
     }
-    const double multiplier =
-        std::floor(1.0 / y_scale->initializer().to(at::kFloat).item<double>());
-    if (multiplier >= std::exp(5.0) * static_cast<double>(d)) {
+    const float scale = y_scale->initializer().to(at::kFloat).item<float>();
+    if (ort_integer::qlinearSoftmaxOverflows(scale, d)) {
       return "ONNX Runtime's QLinearSoftmax would overflow: floor(1 / y_scale) = " +
-             std::to_string(static_cast<int64_t>(multiplier)) + " >= e^5 x " + std::to_string(d) +
-             " (row length)";
+             std::to_string(static_cast<int64_t>(std::floor(1.0f / scale))) + " >= e^5 x " +
+             std::to_string(d) + " (row length)";
     }
   }
   return "";

@@ -1,6 +1,5 @@
 #include "verify/runtime_kernels.h"
 
-#include <cmath>
 #include <optional>
 
 #include "exec/ops/ort_qlinear_softmax.h"
@@ -104,7 +103,7 @@ void RuntimeKernels::install(HookScope& hooks) const {
       const int64_t axis = g.axis < 0 ? g.axis + t.dim() : g.axis;
       for (int64_t i = axis; i < (g.flatten_from_axis ? t.dim() : axis + 1); ++i)
         d *= t.size(i);
-      if (std::floor(1.0 / g.y_scale) >= std::exp(5.0) * static_cast<double>(d)) return t;
+      if (ort_integer::qlinearSoftmaxOverflows(g.y_scale, d)) return t;
       const int64_t lowest = g.type == at::kByte ? 0 : -128;
       const int64_t highest = g.type == at::kByte ? 255 : 127;
       // The input quantizer's levels: its values are (level - zero point) * scale exactly.

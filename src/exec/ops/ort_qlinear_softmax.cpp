@@ -55,6 +55,10 @@ void softmaxRow(const T* x, T* y, int64_t d, const std::array<float, 256>& table
 
 }  // namespace
 
+bool qlinearSoftmaxOverflows(float y_scale, int64_t row_length) {
+  return std::floor(1.0f / y_scale) >= std::exp(5.0) * static_cast<double>(row_length);
+}
+
 at::Tensor qlinearSoftmaxLevels(const at::Tensor& x, float x_scale, float y_scale,
                                 int64_t y_zero_point, int64_t axis, bool flatten_from_axis) {
   require(x.scalar_type() == at::kByte || x.scalar_type() == at::kChar,

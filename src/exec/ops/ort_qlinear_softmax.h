@@ -17,6 +17,11 @@ namespace qforge::ort_integer {
 // - the output level is nearbyint(e * floor(1 / y_scale) / sum) + y_zero_point: it scales by
 //   the whole number floor(1 / y_scale), not by 1 / y_scale;
 // - levels saturate at the top of the type (255, 127); none lies below the zero point.
+// Whether ORT's kernel overflows for rows of `row_length`: its exp table tops out at
+// FLT_MAX / (e^5 D), and from floor(1 / y_scale) >= e^5 D on, the float product of the largest
+// entries is infinite and they come out as level 0.
+bool qlinearSoftmaxOverflows(float y_scale, int64_t row_length);
+
 at::Tensor qlinearSoftmaxLevels(const at::Tensor& x, float x_scale, float y_scale,
                                 int64_t y_zero_point, int64_t axis, bool flatten_from_axis);
 
