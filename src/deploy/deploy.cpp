@@ -111,13 +111,23 @@ DeployResult writeFormats(passes::PreparedModel& model, const DeployModel& deplo
       std::find_if(deployable.table.tensors.begin(), deployable.table.tensors.end(),
                    [](const TensorEncoding& e) { return !e.affine && !e.state.count("data_max"); });
   if (not_affine == deployable.table.tensors.end()) {
-    std::map<std::string, std::string> quantized_values;
-    Graph qdq = toQdqGraph(model, &quantized_values);
+    QdqDetails details;
+    Graph qdq = toQdqGraph(model, &details);
     const std::string qdq_path = fileIn(out_dir, "model.qdq.onnx");
     exportOnnxFile(qdq, qdq_path);
     result.files.push_back(qdq_path);
     m["models"]["qdq"] = "model.qdq.onnx";
-    m["quantized_values"] = quantized_values;
+    m["quantized_values"] = details.quantized_values;
+    if (!details.weights_in_float.empty()) {
+      m["weights_in_float"] = details.weights_in_float;
+      result.notes.push_back(
+          "model.qdq.onnx stores the weights of " +
+          std::to_string(details.weights_in_float.size()) +
+          " MatMul/Gemm nodes whose activation is not 8-bit QDQ (e.g. '" +
+          details.weights_in_float.front() +
+          "') as float grid values: ONNX Runtime would run DequantizeLinear -> MatMul as "
+          "MatMulNBits, which quantizes the activation to int8");
+    }
 
     QOperatorSummary summary;
     Graph qop = toQOperatorGraph(qdq, &summary);

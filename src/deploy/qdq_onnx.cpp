@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "deploy/ort_matmul_nbits_guard.h"
 #include "ir/onnx_export.h"
 #include "ir/verifier.h"
 #include "passes/deploy_opset.h"
@@ -247,8 +248,7 @@ int64_t opsetNeeded(const Graph& graph) {
 
 }  // namespace
 
-Graph toQdqGraph(passes::PreparedModel& model,
-                 std::map<std::string, std::string>* quantized_values) {
+Graph toQdqGraph(passes::PreparedModel& model, QdqDetails* details) {
   Graph graph = model.graph().clone();
   Lowerer lowerer(graph, model);
   for (Node* n : graph.topologicalOrder()) {
@@ -258,11 +258,18 @@ Graph toQdqGraph(passes::PreparedModel& model,
   // prepare() raised the model to the opset these ops need (passes/deploy_opset.h); a prepared
   // model saved before it did, or prepared with a pass list without upgrade-opset, is raised here.
   passes::upgradeOpset(graph, opsetNeeded(graph));
+  // Names first: the guard below leaves some weights' QuantizeLinear dead, and they go.
+  std::map<std::string, std::string> quantized_values;
+  for (const auto& [quantizer, value] : lowerer.quantized_)
+    quantized_values[quantizer] = value->name();
+  std::vector<std::string> weights_in_float = storeWeightOnlyMatMulWeightsInFloat(graph);
   graph.eliminateDeadCode();
   verifyGraph(graph);  // what runtimes will load: refuse here rather than write it
-  if (quantized_values != nullptr) {
-    for (const auto& [quantizer, value] : lowerer.quantized_)
-      (*quantized_values)[quantizer] = value->name();
+  if (details != nullptr) {
+    for (const auto& [quantizer, value] : quantized_values) {
+      if (graph.findValue(value) != nullptr) details->quantized_values[quantizer] = value;
+    }
+    details->weights_in_float = std::move(weights_in_float);
   }
   return graph;
 }

@@ -13,6 +13,7 @@
 
 #include <map>
 #include <string>
+#include <vector>
 
 #include "ir/graph.h"
 #include "passes/prepare.h"
@@ -22,11 +23,17 @@ namespace qforge::deploy {
 // A new graph; the prepared model is not changed (its quantizers must hold parameters).
 // Throws qforge::Error naming the quantizer for a grid that is neither affine nor NNIE's log grid.
 // quantizerTable() lists non-affine quantizers with their state instead of a scale and zero point.
-// `quantized_values`, when given, receives each quantizer's integer tensor in the new graph (the
-// QuantizeLinear output, or for a quantizer written as arithmetic its Clip onto [qmin, qmax],
-// integers held in float) by quantizer name, for comparing runtimes tensor by tensor.
-Graph toQdqGraph(passes::PreparedModel& model,
-                 std::map<std::string, std::string>* quantized_values = nullptr);
+// Weights that ONNX Runtime would multiply by an int8-quantized activation are stored in float
+// (deploy/ort_matmul_nbits_guard.h).
+struct QdqDetails {
+  // Each quantizer's integer tensor in the new graph (the QuantizeLinear output, or for a
+  // quantizer written as arithmetic its Clip onto [qmin, qmax], integers held in float) by
+  // quantizer name, for comparing runtimes tensor by tensor.
+  std::map<std::string, std::string> quantized_values;
+  // The MatMul/Gemm nodes whose quantized weight is stored as its dequantized float values.
+  std::vector<std::string> weights_in_float;
+};
+Graph toQdqGraph(passes::PreparedModel& model, QdqDetails* details = nullptr);
 
 // Every quantizer: kind, value, unit, scheme, observer, fake quantizer, scale and zero point.
 nlohmann::json quantizerTable(passes::PreparedModel& model);

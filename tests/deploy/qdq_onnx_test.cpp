@@ -96,8 +96,9 @@ TEST(QdqOnnx, OtherActivationWidthsAndRoundingBecomePlainArithmetic) {
   auto m = calibrated(tinyBackend({{"weight", {{"bits", 4}}},
                                    {"activation", {{"bits", 6}, {"rounding", "half_up"}}}}),
                       x);
-  std::map<std::string, std::string> quantized_values;
-  Graph qdq = deploy::toQdqGraph(*m, &quantized_values);
+  deploy::QdqDetails details;
+  Graph qdq = deploy::toQdqGraph(*m, &details);
+  std::map<std::string, std::string>& quantized_values = details.quantized_values;
   auto counts = opCounts(qdq);
   EXPECT_EQ(counts["QuantizeLinear"], 2);  // the two 4-bit weights
   EXPECT_EQ(counts["Round"], 2);           // off-tie half-up activations
@@ -133,8 +134,9 @@ TEST(QdqOnnx, WeightsOfUpToEightBitsAreIntegersBehindDequantizeLinear) {
             {{"bits", 4}, {"symmetric", false}, {"unsigned", true}, {"rounding", "half_up"}}},
            {"activation", {{"bits", 4}}}}),
       x);
-  std::map<std::string, std::string> quantized_values;
-  Graph qdq = deploy::toQdqGraph(*m, &quantized_values);
+  deploy::QdqDetails details;
+  Graph qdq = deploy::toQdqGraph(*m, &details);
+  std::map<std::string, std::string>& quantized_values = details.quantized_values;
   for (const char* conv_name : {"conv1", "conv2"}) {
     const Node* conv = qdq.findNode(conv_name);
     ASSERT_NE(conv, nullptr) << conv_name;
