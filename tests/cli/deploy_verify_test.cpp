@@ -192,6 +192,38 @@ TEST(DeployVerifyCli, CarriedRoundingIsJudgedByQualityAgainstTheFloatModel) {
       << strict["failures"].dump();
 }
 
+// With the QDQ trace finding only carried rounding, the QOperator model's exactness against the
+// emulation (its integer kernels are emulated bit for bit) is reported, not judged: what is not
+// exact comes from ORT's float kernels. Its largest difference is still judged, and --strict
+// judges exactness too.
+TEST(DeployVerifyCli, QOperatorExactnessIsReportedWhenTheDifferencesAreCarriedRounding) {
+  // QNN deploys the QOperator model, so its comparisons are judged (TensorRT's are diagnostics).
+  const std::string dir = quantized("ONNX_QNN");
+  // No share of exact elements can reach 101%.
+  const nlohmann::json report = verifyJson(dir + " --limit 64 --min-exact 1.01", 0);
+  const nlohmann::json* sim = comparison(report, "qdq", "simulation");
+  ASSERT_NE(sim, nullptr);
+  ASSERT_TRUE(sim->contains("first_difference")) << sim->dump(2);
+  EXPECT_FALSE(sim->contains("first_own_difference"));
+  bool exact_waived = false, steps_judged = false;
+  for (const auto& c : report["criteria"]) {
+    if (c["comparison"] != "qoperator model vs emulation") continue;
+    if (c["metric"] == "exact_fraction") exact_waived = c["waived"].get<bool>();
+    if (c["metric"] == "max_steps") {
+      steps_judged = !c["waived"].get<bool>();
+      EXPECT_TRUE(c["passed"].get<bool>()) << c.dump();
+    }
+  }
+  EXPECT_TRUE(exact_waived) << report["criteria"].dump(2);
+  EXPECT_TRUE(steps_judged) << report["criteria"].dump(2);
+  EXPECT_NE(report["notes"].dump().find("exactness waived"), std::string::npos)
+      << report["notes"].dump();
+
+  const nlohmann::json strict = verifyJson(dir + " --limit 64 --min-exact 1.01 --strict", 1);
+  EXPECT_NE(strict["failures"].dump().find("qoperator model vs emulation"), std::string::npos)
+      << strict["failures"].dump();
+}
+
 // A scale off by 0.3%: levels move by at most one, as at ties, but for values far from any rounding
 // boundary. Verify does not take it for rounding noise.
 TEST(DeployVerifyCli, ASlightlyWrongScaleIsNotTakenForRoundingNoise) {
