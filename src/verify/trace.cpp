@@ -237,23 +237,31 @@ std::optional<FloatGap> floatGap(const TraceContext& context, Executor& referenc
 
 // The ops that compute the value entering `target`'s quantizer in the prepared graph `g`, back to
 // the quantized values they read (the region's boundary), graph inputs and constants. A
-// quantizer's value is a boundary only when it is the one value `wanted` compares for that
-// quantizer: a quantizer shared by several values (Concat's inputs) names one exported tensor, so
-// the others are walked through and recomputed.
+// quantizer's value is a boundary only when it is the one value compared for that quantizer: a
+// quantizer shared by several values (Concat's inputs) names one exported tensor, so the others
+// are walked through and recomputed.
 struct RegionBefore {
   std::vector<const Node*> ops;                 // graph order, fake quantizers left out
   std::vector<const ComparedTensor*> boundary;  // replaced by ORT's levels in the rerun
 };
 
-RegionBefore regionBefore(const Graph& g, const ComparedTensor& target,
-                          const std::vector<ComparedTensor>& wanted) {
+// The compared tensors a rerun can stand on, by the simulation's value: those with a scale whose
+// quantizer names one value only. Built once for all the regions of a trace.
+using Boundaries = std::map<std::string, const ComparedTensor*>;
+
+Boundaries boundariesOf(const std::vector<ComparedTensor>& wanted) {
   std::map<std::string, int> values_per_quantizer;
   for (const ComparedTensor& c : wanted)
     ++values_per_quantizer[c.quantizer];
-  std::map<std::string, const ComparedTensor*> boundary_by_value;
+  Boundaries by_value;
   for (const ComparedTensor& c : wanted) {
-    if (c.scale && values_per_quantizer[c.quantizer] == 1) boundary_by_value[c.reference] = &c;
+    if (c.scale && values_per_quantizer[c.quantizer] == 1) by_value[c.reference] = &c;
   }
+  return by_value;
+}
+
+RegionBefore regionBefore(const Graph& g, const ComparedTensor& target,
+                          const Boundaries& boundary_by_value) {
   RegionBefore region;
   std::set<const Node*> inside;
   const Value* start = g.findValue(target.reference_input);
@@ -288,16 +296,14 @@ void compareFed(const TraceContext& context, const Graph& g, Executor& reference
                 const std::string& path, const TensorMap& feeds,
                 const std::vector<ComparedTensor>& wanted, const TensorMap& overrides,
                 std::vector<Divergence>& found) {
-  std::map<std::string, int> values_per_quantizer;
-  for (const ComparedTensor& c : wanted)
-    ++values_per_quantizer[c.quantizer];
-  // (index into found, its compared tensor), graph order.
+  const Boundaries boundaries = boundariesOf(wanted);
+  // (index into found, its compared tensor), graph order: the tensors that can be boundaries are
+  // the ones a rerun can compare.
   std::vector<std::pair<size_t, const ComparedTensor*>> targets;
   for (size_t i = 0; i < found.size(); ++i) {
-    for (const ComparedTensor& c : wanted) {
-      if (c.tensor == found[i].tensor && c.quantizer == found[i].quantizer && c.scale &&
-          values_per_quantizer[c.quantizer] == 1) {
-        targets.emplace_back(i, &c);
+    for (const auto& [value, c] : boundaries) {
+      if (c->tensor == found[i].tensor && c->quantizer == found[i].quantizer) {
+        targets.emplace_back(i, c);
         break;
       }
     }
@@ -332,7 +338,7 @@ void compareFed(const TraceContext& context, const Graph& g, Executor& reference
       role.found_index = index;
       want_from_ort(c->tensor);
       outputs.push_back(c->reference);
-      RegionBefore region = regionBefore(g, *c, wanted);
+      RegionBefore region = regionBefore(g, *c, boundaries);
       for (const ComparedTensor* b : region.boundary) {
         roles[b->reference].replaced = b;
         want_from_ort(b->tensor);
