@@ -13,6 +13,7 @@
 #include "ir/onnx_export.h"
 #include "ir/onnx_import.h"
 #include "passes/fake_quantize_node.h"
+#include "quant/qscheme.h"
 
 namespace qforge::verify {
 
@@ -183,51 +184,129 @@ std::vector<Divergence> compareTensors(const TraceContext& context, Executor& re
   return out;
 }
 
+// How the exported model quantizes a tensor: the float value it quantizes, its rounding rule and
+// its integer range. A QuantizeLinear rounds half to even onto its type's range; a chain written
+// as arithmetic (deploy/qdq_onnx.cpp) is Div by the scale, a rounding (Round; Floor; Where of
+// ties for half up; Sign times magnitude for half away from zero), Add of the zero point and Clip
+// onto [qmin, qmax], whose output is the levels.
+struct ExportedQuantize {
+  std::string input;
+  quant::RoundingMode rounding = quant::RoundingMode::HalfToEven;
+  double qmin = 0;
+  double qmax = 0;
+};
+
+const Node* producerOf(const Value* v, const char* op_type) {
+  const Node* p = v != nullptr ? v->producer() : nullptr;
+  return p != nullptr && p->opType() == op_type ? p : nullptr;
+}
+
+std::optional<double> scalarOf(const Value* v) {
+  if (v == nullptr || !v->isInitializer() || v->initializer().numel() != 1) return std::nullopt;
+  return v->initializer().to(at::kDouble).item<double>();
+}
+
+std::optional<ExportedQuantize> exportedQuantize(const Value* levels) {
+  if (const Node* q = producerOf(levels, "QuantizeLinear")) {
+    // The zero point's type is the levels' (uint8 without one).
+    const Value* zp = q->input(2);
+    const at::ScalarType type =
+        zp != nullptr && zp->isInitializer() ? zp->initializer().scalar_type() : at::kByte;
+    if (q->input(0) == nullptr || (type != at::kChar && type != at::kByte)) return std::nullopt;
+    const bool is_signed = type == at::kChar;
+    return ExportedQuantize{q->input(0)->name(), quant::RoundingMode::HalfToEven,
+                            is_signed ? -128.0 : 0.0, is_signed ? 127.0 : 255.0};
+  }
+  const Node* clip = producerOf(levels, "Clip");
+  const Node* add = clip != nullptr ? producerOf(clip->input(0), "Add") : nullptr;
+  const Node* rounding =
+      add != nullptr && add->input(0) != nullptr ? add->input(0)->producer() : nullptr;
+  if (rounding == nullptr) return std::nullopt;
+  const std::optional<double> qmin = scalarOf(clip->input(1));
+  const std::optional<double> qmax = scalarOf(clip->input(2));
+  ExportedQuantize found;
+  const Node* div = nullptr;
+  if (rounding->opType() == "Round") {
+    div = producerOf(rounding->input(0), "Div");
+  } else if (rounding->opType() == "Floor") {
+    found.rounding = quant::RoundingMode::Floor;
+    div = producerOf(rounding->input(0), "Div");
+  } else if (rounding->opType() == "Where") {
+    found.rounding = quant::RoundingMode::HalfUp;
+    const Node* round = producerOf(rounding->input(2), "Round");
+    div = round != nullptr ? producerOf(round->input(0), "Div") : nullptr;
+  } else if (rounding->opType() == "Mul") {
+    found.rounding = quant::RoundingMode::HalfAwayFromZero;
+    const Node* sign = producerOf(rounding->input(0), "Sign");
+    div = sign != nullptr ? producerOf(sign->input(0), "Div") : nullptr;
+  }
+  if (div == nullptr || div->input(0) == nullptr || !qmin || !qmax) return std::nullopt;
+  found.input = div->input(0)->name();
+  found.qmin = *qmin;
+  found.qmax = *qmax;
+  return found;
+}
+
+// `u` (values over the scale) rounded by `mode`, and each value's distance from the nearest
+// rounding boundary (x.5 for the rounding modes, integers for floor), in steps.
+at::Tensor roundedBy(const at::Tensor& u, quant::RoundingMode mode) {
+  switch (mode) {
+    case quant::RoundingMode::HalfToEven:
+      return u.round();
+    case quant::RoundingMode::HalfUp:
+      return (u + 0.5).floor();
+    case quant::RoundingMode::Floor:
+      return u.floor();
+    case quant::RoundingMode::HalfAwayFromZero:
+      return u.sign() * (u.abs() + 0.5).floor();
+  }
+  return u.round();
+}
+
+at::Tensor distanceToBoundary(const at::Tensor& u, quant::RoundingMode mode) {
+  if (mode == quant::RoundingMode::Floor) return (u - u.round()).abs();
+  return (u - u.floor() - 0.5).abs();
+}
+
 // The float values entering `c`'s quantizer in ORT (the input of the QuantizeLinear writing
-// c.tensor, exposed as an extra output) against the reference's, on the same run: their largest
-// gap in steps of c.scale, and where ORT's levels and the reference's own rounding of its value
-// differ, how far from a rounding boundary those values lie. Nullopt when the exported model
-// writes that tensor otherwise (arithmetic) or the shapes do not line up. Exposing the float
-// value keeps ORT from fusing the op that writes it with the QuantizeLinear: this is the op run
-// unfused.
+// c.tensor, or of the Div of an arithmetic chain, exposed as an extra output) against the
+// reference's, on the same run: their largest gap in steps of c.scale, and where ORT's levels
+// and the reference's own rounding of its value differ, how far from a rounding boundary those
+// values lie. Nullopt when the exported model writes that tensor otherwise or the shapes do not
+// line up. Exposing the float value keeps ORT from fusing the op that writes it with the
+// QuantizeLinear: this is the op run unfused.
 std::optional<FloatGap> floatGap(const TraceContext& context, Executor& reference,
                                  const std::string& path, const TensorMap& feeds,
                                  const ComparedTensor& c, const TensorMap& overrides) {
   if (!c.scale || c.reference_input.empty()) return std::nullopt;
   Graph exported = importOnnxFile(path);
-  const Value* quantized = exported.findValue(c.tensor);
-  const Node* q = quantized != nullptr ? quantized->producer() : nullptr;
-  if (q == nullptr || q->opType() != "QuantizeLinear" || q->input(0) == nullptr)
-    return std::nullopt;
-  const std::string ort_input = q->input(0)->name();
+  const std::optional<ExportedQuantize> quantize = exportedQuantize(exported.findValue(c.tensor));
+  if (!quantize) return std::nullopt;
   const TensorMap ort =
-      ortIntermediates(context.ort, std::move(exported), feeds, {ort_input, c.tensor});
+      ortIntermediates(context.ort, std::move(exported), feeds, {quantize->input, c.tensor});
   const at::Tensor& ort_levels = ort.at(c.tensor);
-  if (ort_levels.scalar_type() != at::kChar && ort_levels.scalar_type() != at::kByte)
-    return std::nullopt;
-  const double qmin = ort_levels.scalar_type() == at::kChar ? -128 : 0;
-  const double qmax = ort_levels.scalar_type() == at::kChar ? 127 : 255;
   std::optional<FloatGap> found;
   algos::forEachBatchRun(
       reference, feeds, {c.reference_input}, context.fixed_batch, overrides,
       [&](int64_t run, int64_t runs, TensorMap&& values) {
         const at::Tensor& mine = values.at(c.reference_input);
-        const at::Tensor got = partOf(ort.at(ort_input), mine, run, runs);
+        const at::Tensor got = partOf(ort.at(quantize->input), mine, run, runs);
         const at::Tensor got_levels = partOf(ort_levels, mine, run, runs);
         if (!got.defined() || !got.is_floating_point() || !got_levels.defined()) return;
         FloatGap g = found.value_or(FloatGap{});
         const at::Tensor u = mine.to(at::kDouble).div(*c.scale);
         g.gap = std::max(g.gap, (got.to(at::kDouble).div(*c.scale) - u).abs().max().item<double>());
-        // The reference's own levels of its value (round half to even, as QuantizeLinear).
-        const at::Tensor levels =
-            u.round().add(static_cast<double>(c.zero_point)).clamp(qmin, qmax);
+        // The reference's own levels of its value, by the exported rounding rule.
+        const at::Tensor levels = roundedBy(u, quantize->rounding)
+                                      .add(static_cast<double>(c.zero_point))
+                                      .clamp(quantize->qmin, quantize->qmax);
         const at::Tensor apart = (levels - got_levels.to(at::kDouble)).abs();
         const at::Tensor differing = apart > 0.5;
         g.differing += differing.sum().item<int64_t>();
         g.max_levels = std::max(g.max_levels, apart.max().item<double>());
         if (differing.any().item<bool>()) {
-          const at::Tensor frac = u.masked_select(differing);
-          const at::Tensor to_boundary = (frac - frac.floor() - 0.5).abs();
+          const at::Tensor to_boundary =
+              distanceToBoundary(u.masked_select(differing), quantize->rounding);
           g.boundary_distance = std::max(g.boundary_distance, to_boundary.max().item<double>());
         }
         found = g;

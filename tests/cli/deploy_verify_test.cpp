@@ -375,6 +375,10 @@ TEST(DeployVerifyCli, AFourBitActivationWrittenAsArithmeticIsTracedAndNamed) {
   EXPECT_EQ((*sim)["first_divergence"]["quantizer"], victim);
   EXPECT_EQ((*sim)["first_divergence"]["tensor"], tensor);
   EXPECT_GT((*sim)["first_divergence"]["compared"].get<int64_t>(), 2);
+  // The float value entering the chain (the Div's input) is read as a QuantizeLinear's would be:
+  // the same in both runtimes, so what differs is the quantizer.
+  EXPECT_EQ((*sim)["first_divergence"]["cause"], "quantizer_differs")
+      << (*sim)["first_divergence"].dump();
 }
 
 TEST(DeployVerifyCli, AQuantizerSharedByValuesOfDifferentShapesIsTracedOnce) {
