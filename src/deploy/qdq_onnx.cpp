@@ -7,6 +7,8 @@
 
 #include "core/error.h"
 #include "deploy/ort_matmul_nbits_guard.h"
+#include "exec/ops/ort_qlinear_softmax.h"
+#include "ir/node_attributes.h"
 #include "ir/onnx_export.h"
 #include "ir/verifier.h"
 #include "passes/deploy_opset.h"
@@ -60,7 +62,8 @@ class Lowerer {
     // arithmetic instead, the weight is a constant expression: ONNX Runtime folds it and then
     // folds a following BatchNormalization into it (ConvBNFusion), which moves outputs by an ulp
     // and flips activations that sit on a rounding tie. Behind a DequantizeLinear it stays put.
-    const bool integer_container = eight_bit || (baked && scheme.bits <= 8);
+    const bool integer_container =
+        (eight_bit || (baked && scheme.bits <= 8)) && !overflowsOrtsQLinearSoftmax(x, params);
     const std::string base = graph_.uniqueName(name);
     Value* out;
     if (integer_container) {
@@ -79,6 +82,22 @@ class Lowerer {
       if (p.quantizer == quantizer) return &p;
     }
     return nullptr;
+  }
+
+  // ONNX Runtime fuses DequantizeLinear -> Softmax -> QuantizeLinear into QLinearSoftmax, which
+  // overflows for small output scales (exec/ops/ort_qlinear_softmax.h) and writes level 0 for the
+  // largest probabilities. Written as arithmetic, the quantizer of such a Softmax's output leaves
+  // nothing to fuse, and ORT computes what the graph says. With the row length unknown, any row
+  // of two or more may overflow.
+  bool overflowsOrtsQLinearSoftmax(const Value* x, const quant::QParams& p) const {
+    const Node* softmax = x->producer();
+    if (softmax == nullptr || softmax->opType() != "Softmax" || !isDefaultDomain(*softmax) ||
+        p.scale.numel() != 1)
+      return false;
+    const auto it = graph_.model.opset_imports.find("");
+    const int64_t opset = it == graph_.model.opset_imports.end() ? 13 : it->second;
+    const int64_t d = ort_integer::softmaxRowLength(*softmax, opset);
+    return ort_integer::qlinearSoftmaxOverflows(p.scale.item<float>(), d > 0 ? d : 2);
   }
 
   Value* constant(const std::string& name, const at::Tensor& t) {

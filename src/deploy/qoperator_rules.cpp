@@ -176,23 +176,6 @@ std::string selectPool(Node& op, const QOperatorRewrite& rewrite, KernelGroup& g
   return "";
 }
 
-// The row length of a Softmax whose input shape is known there, else 0.
-int64_t softmaxRowLength(const Node& op, int64_t opset) {
-  const TensorType& t = op.input(0)->type;
-  if (!t.shape) return 0;
-  const int64_t rank = static_cast<int64_t>(t.shape->size());
-  int64_t axis = intAttr(&op, "axis", opset < 13 ? 1 : -1);
-  if (axis < 0) axis += rank;
-  if (axis < 0 || axis >= rank) return 0;
-  int64_t d = 1;
-  for (int64_t i = axis; i < (opset < 13 ? rank : axis + 1); ++i) {
-    const Dim& dim = (*t.shape)[static_cast<size_t>(i)];
-    if (!dim.isKnown()) return 0;
-    d *= dim.value;
-  }
-  return d;
-}
-
 // DequantizeLinear -> op -> QuantizeLinear with nothing between: the groups ONNX Runtime's QDQ
 // transformer turns into LeakyRelu's, Sigmoid's and Softmax's com.microsoft kernels.
 std::string selectUnary(Node& op, const QOperatorRewrite& rewrite, KernelGroup& group) {
@@ -202,7 +185,7 @@ std::string selectUnary(Node& op, const QOperatorRewrite& rewrite, KernelGroup& 
     // ORT's kernel overflows for small output scales (exec/ops/ort_qlinear_softmax.h).
     const auto it = rewrite.graph().model.opset_imports.find("");
     const int64_t opset = it == rewrite.graph().model.opset_imports.end() ? 13 : it->second;
-    const int64_t d = softmaxRowLength(op, opset);
+    const int64_t d = ort_integer::softmaxRowLength(op, opset);
     const Value* y_scale = group.quantize->input(1);
     if (d == 0 || y_scale == nullptr || !y_scale->isInitializer()) {
       return "its row length or output scale is not known here, and ONNX Runtime's "

@@ -9,6 +9,7 @@
 #include <type_traits>
 
 #include "core/error.h"
+#include "ir/node_attributes.h"
 
 namespace qforge::ort_integer {
 
@@ -57,6 +58,22 @@ void softmaxRow(const T* x, T* y, int64_t d, const std::array<float, 256>& table
 
 bool qlinearSoftmaxOverflows(float y_scale, int64_t row_length) {
   return std::floor(1.0f / y_scale) >= std::exp(5.0) * static_cast<double>(row_length);
+}
+
+int64_t softmaxRowLength(const Node& softmax, int64_t opset) {
+  const TensorType& t = softmax.input(0)->type;
+  if (!t.shape) return 0;
+  const int64_t rank = static_cast<int64_t>(t.shape->size());
+  int64_t axis = intAttr(softmax, "axis", opset < 13 ? 1 : -1);
+  if (axis < 0) axis += rank;
+  if (axis < 0 || axis >= rank) return 0;
+  int64_t d = 1;
+  for (int64_t i = axis; i < (opset < 13 ? rank : axis + 1); ++i) {
+    const Dim& dim = (*t.shape)[static_cast<size_t>(i)];
+    if (!dim.isKnown()) return 0;
+    d *= dim.value;
+  }
+  return d;
 }
 
 at::Tensor qlinearSoftmaxLevels(const at::Tensor& x, float x_scale, float y_scale,

@@ -6,6 +6,8 @@
 
 #include <cstdint>
 
+#include "ir/graph.h"
+
 namespace qforge::ort_integer {
 
 // `x` holds uint8 or int8 levels. The softmax runs over `axis` (opset >= 13) or over everything
@@ -21,6 +23,10 @@ namespace qforge::ort_integer {
 // FLT_MAX / (e^5 D), and from floor(1 / y_scale) >= e^5 D on, the float product of the largest
 // entries is infinite and they come out as level 0.
 bool qlinearSoftmaxOverflows(float y_scale, int64_t row_length);
+
+// The row length D of `softmax` (a Softmax node of the default domain at `opset`) from its input's
+// declared shape, or 0 when that shape does not give it.
+int64_t softmaxRowLength(const Node& softmax, int64_t opset);
 
 at::Tensor qlinearSoftmaxLevels(const at::Tensor& x, float x_scale, float y_scale,
                                 int64_t y_zero_point, int64_t axis, bool flatten_from_axis);
