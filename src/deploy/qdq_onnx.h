@@ -2,6 +2,8 @@
 // runs. 8-bit affine activations with round-half-to-even become QuantizeLinear ->
 // DequantizeLinear; other activation widths and rounding rules become the same arithmetic in
 // plain float ops (Div, Round|Floor, Add, Clip, Sub, Mul), so the file is exact for every scheme.
+// So does the output quantizer of a Softmax whose scale overflows ONNX Runtime's QLinearSoftmax,
+// which ORT would otherwise fuse it into.
 // Weights are stored already fake-quantized (so learned rounding such as AdaRound survives), as
 // QuantizeLinear -> DequantizeLinear up to 8 bits whatever their rounding (they are on the grid),
 // so that runtimes see integers rather than a float expression to fold BatchNormalization into;
