@@ -4,6 +4,7 @@
 
 #include <optional>
 
+#include "deploy/qdq_match.h"
 #include "ir/node_attributes.h"
 #include "quant/qparams.h"
 
@@ -12,7 +13,7 @@ namespace qforge::deploy {
 namespace {
 
 bool producedBy(const Value* v, const char* op_type) {
-  return v != nullptr && v->producer() != nullptr && v->producer()->opType() == op_type;
+  return v != nullptr && isOp(v->producer(), op_type);
 }
 
 // What ORT's selector asks of the node itself: a MatMul, or a Gemm it can treat as one.
@@ -48,22 +49,13 @@ at::Tensor alongAxisOf(const Node& qdq, const at::Tensor& t, int64_t rank) {
   return quant::alongAxis(t, axis, rank);
 }
 
-// The weight's integers: a constant, or a QuantizeLinear of a constant (ONNX's rule: round half
-// to even of x / scale, plus the zero point, saturated to the zero point's type).
+// The weight's integers: a constant, or a QuantizeLinear of constants.
 std::optional<at::Tensor> integersOf(const Value* levels) {
   if (const at::Tensor* stored = constantOf(levels)) return stored->to(at::kLong);
-  if (!producedBy(levels, "QuantizeLinear")) return std::nullopt;
-  const Node& q = *levels->producer();
-  const at::Tensor* x = constantOf(q.input(0));
-  const at::Tensor* scale = constantOf(q.input(1));
-  const at::Tensor* zero_point = constantOf(q.input(2));
-  if (x == nullptr || scale == nullptr || zero_point == nullptr) return std::nullopt;
-  const int64_t rank = x->dim();
-  const bool is_signed = zero_point->scalar_type() == at::kChar;
-  const at::Tensor shifted =
-      x->to(at::kFloat).div(alongAxisOf(q, scale->to(at::kFloat), rank)).round().to(at::kLong) +
-      alongAxisOf(q, zero_point->to(at::kLong), rank);
-  return shifted.clamp(is_signed ? -128 : 0, is_signed ? 127 : 255);
+  if (levels == nullptr || !isOp(levels->producer(), "QuantizeLinear")) return std::nullopt;
+  const std::optional<at::Tensor> q = constantQuantize(*levels->producer());
+  if (!q) return std::nullopt;
+  return q->to(at::kLong);
 }
 
 // (integer - zero point) * scale in float32, as DequantizeLinear computes it.

@@ -65,4 +65,31 @@ bool constantIntegers(const Dq& w) {
                                   w.q->initializer().scalar_type() == at::kByte);
 }
 
+std::optional<at::Tensor> constantQuantize(const Node& q) {
+  const Value* x = q.input(0);
+  const Value* scale_v = q.input(1);
+  const Value* zp_v = q.input(2);
+  if (x == nullptr || !x->isInitializer() || scale_v == nullptr || !scale_v->isInitializer() ||
+      zp_v == nullptr || !zp_v->isInitializer()) {
+    return std::nullopt;
+  }
+  const at::Tensor values = x->initializer().to(at::kFloat);
+  at::Tensor scale = scale_v->initializer().to(at::kFloat);
+  const at::Tensor& zp_t = zp_v->initializer();
+  at::Tensor zp = zp_t.to(at::kFloat);
+  if (scale.numel() > 1) {
+    int64_t axis = intAttr(&q, "axis", 1);
+    if (axis < 0) axis += values.dim();
+    std::vector<int64_t> shape(values.dim(), 1);
+    shape[axis] = scale.numel();
+    scale = scale.reshape(shape);
+    zp = zp.reshape(shape);
+  }
+  const auto [lo, hi] = typeRange(zp_t.scalar_type());
+  return (at::round(values / scale) + zp)
+      .clamp(static_cast<double>(lo), static_cast<double>(hi))
+      .to(zp_t.scalar_type())
+      .contiguous();
+}
+
 }  // namespace qforge::deploy

@@ -46,4 +46,9 @@ std::pair<int64_t, int64_t> typeRange(at::ScalarType t);
 // Whether a weight's stored integers are constant int8/uint8 (what the kernels take).
 bool constantIntegers(const Dq& w);
 
+// The integers QuantizeLinear `q` computes when its input, scale and zero point are constants
+// (ONNX's rule: saturate(round_half_even(x / scale) + zero_point), in the zero point's type; a
+// per-channel scale along `axis`), else nullopt.
+std::optional<at::Tensor> constantQuantize(const Node& q);
+
 }  // namespace qforge::deploy

@@ -79,31 +79,12 @@ class Rewriter {
   // Weights arrive as QuantizeLinear(float initializer): store the integers instead.
   void foldConstantQuantize() {
     for (Node* n : g_.topologicalOrder()) {
-      if (!isOp(n, "QuantizeLinear") || !n->input(0)->isInitializer() ||
-          !n->input(1)->isInitializer() || n->input(2) == nullptr ||
-          !n->input(2)->isInitializer()) {
-        continue;
-      }
-      const at::Tensor x = n->input(0)->initializer().to(at::kFloat);
-      at::Tensor scale = n->input(1)->initializer().to(at::kFloat);
-      const at::Tensor zp_t = n->input(2)->initializer();
-      at::Tensor zp = zp_t.to(at::kFloat);
-      if (scale.numel() > 1) {
-        int64_t axis = intAttr(n, "axis", 1);
-        if (axis < 0) axis += x.dim();
-        std::vector<int64_t> shape(x.dim(), 1);
-        shape[axis] = scale.numel();
-        scale = scale.reshape(shape);
-        zp = zp.reshape(shape);
-      }
-      // ONNX QuantizeLinear: saturate(round_half_even(x / scale) + zero_point).
-      const auto [lo, hi] = typeRange(zp_t.scalar_type());
-      const at::Tensor q = (at::round(x / scale) + zp)
-                               .clamp(static_cast<double>(lo), static_cast<double>(hi))
-                               .to(zp_t.scalar_type());
+      if (!isOp(n, "QuantizeLinear")) continue;
+      const std::optional<at::Tensor> q = constantQuantize(*n);
+      if (!q) continue;
       Value* out = n->output(0);
       const std::string name = out->name();
-      Value* folded = g_.addInitializer(g_.uniqueName(name + "_folded"), q.contiguous());
+      Value* folded = g_.addInitializer(g_.uniqueName(name + "_folded"), *q);
       g_.replaceAllUsesWith(out, folded, true);
       g_.removeNode(n);
       g_.renameValue(folded, name);
