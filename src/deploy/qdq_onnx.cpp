@@ -94,9 +94,8 @@ class Lowerer {
     if (softmax == nullptr || softmax->opType() != "Softmax" || !isDefaultDomain(*softmax) ||
         p.scale.numel() != 1)
       return false;
-    const auto it = graph_.model.opset_imports.find("");
-    const int64_t opset = it == graph_.model.opset_imports.end() ? 13 : it->second;
-    const int64_t d = ort_integer::softmaxRowLength(*softmax, opset);
+    const int64_t d =
+        ort_integer::softmaxRowLength(*softmax, ort_integer::softmaxOpset(graph_.model));
     return ort_integer::qlinearSoftmaxOverflows(p.scale.item<float>(), d > 0 ? d : 2);
   }
 

@@ -183,9 +183,8 @@ std::string selectUnary(Node& op, const QOperatorRewrite& rewrite, KernelGroup& 
   if (group.activation != nullptr) return "a Relu/Clip lies between it and its QuantizeLinear";
   if (op.opType() == "Softmax") {
     // ORT's kernel overflows for small output scales (exec/ops/ort_qlinear_softmax.h).
-    const auto it = rewrite.graph().model.opset_imports.find("");
-    const int64_t opset = it == rewrite.graph().model.opset_imports.end() ? 13 : it->second;
-    const int64_t d = ort_integer::softmaxRowLength(op, opset);
+    const int64_t d =
+        ort_integer::softmaxRowLength(op, ort_integer::softmaxOpset(rewrite.graph().model));
     const Value* y_scale = group.quantize->input(1);
     if (d == 0 || y_scale == nullptr || !y_scale->isInitializer()) {
       return "its row length or output scale is not known here, and ONNX Runtime's "
@@ -214,8 +213,7 @@ void applyUnary(const KernelGroup& group, QOperatorRewrite& rewrite) {
   } else if (type == "Softmax") {
     // QLinearSoftmax stands for the Softmax of one opset: below 13 it flattens from its axis
     // (default 1), from 13 it reduces that axis alone (default -1).
-    const auto it = rewrite.graph().model.opset_imports.find("");
-    const int64_t opset = it == rewrite.graph().model.opset_imports.end() ? 13 : it->second;
+    const int64_t opset = ort_integer::softmaxOpset(rewrite.graph().model);
     k->attributes.set(Attribute::makeInt("opset", opset));
     k->attributes.set(Attribute::makeInt("axis", intAttr(group.op, "axis", opset < 13 ? 1 : -1)));
   }

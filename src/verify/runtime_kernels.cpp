@@ -39,15 +39,10 @@ const Node* onlyUser(const Graph& g, const Value* v) {
   return v->uses().front().node;
 }
 
-int64_t defaultOpset(const Graph& g) {
-  const auto it = g.model.opset_imports.find("");
-  return it == g.model.opset_imports.end() ? 13 : it->second;
-}
-
 }  // namespace
 
 RuntimeKernels::RuntimeKernels(const Graph& prepared, const Graph& qdq) {
-  const int64_t opset = defaultOpset(qdq);
+  const int64_t opset = ort_integer::softmaxOpset(qdq.model);
   for (const Node* n : prepared.topologicalOrder()) {
     if (n->opType() != "Softmax" || !n->domain().empty() || n->name().empty()) continue;
     // The prepared graph: fake quantizer -> Softmax -> its only reader, a fake quantizer.

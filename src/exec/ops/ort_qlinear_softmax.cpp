@@ -60,6 +60,11 @@ bool qlinearSoftmaxOverflows(float y_scale, int64_t row_length) {
   return std::floor(1.0f / y_scale) >= std::exp(5.0) * static_cast<double>(row_length);
 }
 
+int64_t softmaxOpset(const ModelInfo& model) {
+  const int64_t version = model.opsetFor("");
+  return version > 0 ? version : 13;
+}
+
 int64_t softmaxRowLength(const Node& softmax, int64_t opset) {
   const TensorType& t = softmax.input(0)->type;
   if (!t.shape) return 0;

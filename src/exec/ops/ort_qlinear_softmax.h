@@ -24,6 +24,10 @@ namespace qforge::ort_integer {
 // entries is infinite and they come out as level 0.
 bool qlinearSoftmaxOverflows(float y_scale, int64_t row_length);
 
+// The default-domain opset a Softmax of `model` is read at (its axis default, and whether it
+// flattens from that axis): 13 when the model imports none.
+int64_t softmaxOpset(const ModelInfo& model);
+
 // The row length D of `softmax` (a Softmax node of the default domain at `opset`) from its input's
 // declared shape, or 0 when that shape does not give it.
 int64_t softmaxRowLength(const Node& softmax, int64_t opset);
