@@ -342,12 +342,13 @@ void apply(VerifyReport& report, Criterion c, const std::string& failure_text) {
   report.criteria.push_back(std::move(c));
 }
 
+namespace {
+
 // The cause of `c`'s first difference when everything after it was carried from rounding at ties:
 // every tensor rerun on ORT's inputs is within one step of it (what differs beyond was carried),
 // and the first difference is itself rounding (float noise at ties, or the requantization of
 // ORT's fused integer kernel, within a level), since a quantizer written differently also leaves
 // every tensor within a step of its rerun. Only the QDQ model is traced against the simulation.
-namespace {
 std::optional<std::string> carriedRoundingCause(const Comparison& c) {
   if (c.model != "qdq" || c.reference != "simulation" || c.rerun_tensors == 0 ||
       c.first_own_difference || !c.first_difference)
@@ -356,6 +357,7 @@ std::optional<std::string> carriedRoundingCause(const Comparison& c) {
   if (cause != "rounding_ties" && cause != "fused_kernel_differs") return std::nullopt;
   return cause;
 }
+
 }  // namespace
 
 // Fills report.criteria, passed and failures from the options' criteria.
