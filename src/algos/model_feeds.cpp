@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <map>
 
 #include "algos/calibrate.h"
@@ -144,6 +145,16 @@ void forEachBatchRun(Executor& executor, const TensorMap& feeds,
   }
 }
 
+at::Tensor concatenateRuns(const std::vector<at::Tensor>& runs) {
+  if (runs.size() == 1) return runs.front();
+  if (runs.front().dim() > 0) return at::cat(runs, 0);
+  // A scalar the runs share (computed from a rank-0 input) stands for all of them; scalars that
+  // differ are one per run (a model without batch axis, run once per sample).
+  const bool same = std::all_of(runs.begin(), runs.end(),
+                                [&](const at::Tensor& t) { return at::equal(t, runs.front()); });
+  return same ? runs.front() : at::stack(runs);
+}
+
 TensorMap runInBatches(Executor& executor, const TensorMap& feeds,
                        const std::vector<std::string>& outputs, int64_t fixed_batch,
                        const TensorMap& constants) {
@@ -155,7 +166,7 @@ TensorMap runInBatches(Executor& executor, const TensorMap& feeds,
                   });
   TensorMap out;
   for (auto& [name, list] : parts)
-    out[name] = list.size() > 1 && list.front().dim() > 0 ? at::cat(list, 0) : list.front();
+    out[name] = concatenateRuns(list);
   return out;
 }
 

@@ -42,6 +42,10 @@ TensorMap runInBatches(Executor& executor, const TensorMap& feeds,
                        const std::vector<std::string>& outputs, int64_t fixed_batch,
                        const TensorMap& constants = {});
 
+// One output of several runs as one tensor: concatenated along axis 0; scalars stacked into
+// [runs], or the one value when every run gives the same (it then came from a rank-0 input).
+at::Tensor concatenateRuns(const std::vector<at::Tensor>& runs);
+
 // The largest first dimension among `tensors` (0 when none has one): the rows of a batch of feeds
 // or of its outputs.
 int64_t rowsOf(const TensorMap& tensors);

@@ -77,12 +77,14 @@ std::string reportText(const verify::VerifyReport& r) {
   std::ostringstream out;
   char buf[256];
   out << "samples    " << r.samples << " (steps of " << r.batch
-      << (r.fixed_batch > 0 ? ", model batch fixed at " + std::to_string(r.fixed_batch) : "")
+      << (r.whole_samples     ? ", one per run: the model input has no batch axis"
+          : r.fixed_batch > 0 ? ", model batch fixed at " + std::to_string(r.fixed_batch)
+                              : "")
       << ")\n";
   for (const auto& [path, top1] : r.accuracy)
     out << "top-1      " << percent(top1) << "  " << path << "\n";
-  std::snprintf(buf, sizeof(buf), "step       %.6g (%s)\n", r.step, r.step_source.c_str());
-  out << buf;
+  std::snprintf(buf, sizeof(buf), "%.6g", r.step);
+  out << "step       " << buf << " (" << r.step_source << ")\n";
   for (const verify::Comparison& c : r.comparisons) {
     std::snprintf(buf, sizeof(buf), "%-10s ORT vs %-10s  max %.3g steps  p99 %.3g  exact %s%s\n",
                   c.model.c_str(), c.reference.c_str(), c.max_steps, c.p99_steps,
@@ -90,15 +92,13 @@ std::string reportText(const verify::VerifyReport& r) {
     out << buf;
     for (const verify::OutputComparison& o : c.outputs)
       out << outputLine(o);
+    // Built as strings: tensor names of real models overflow any fixed buffer.
     const auto line = [&](const char* what, const verify::Divergence& d) {
-      std::snprintf(buf, sizeof(buf),
-                    "           %s: tensor '%s'%s, up to %.0f steps, %.2f%% of it > 1 step "
-                    "(tensor %lld of %lld compared)\n",
-                    what, d.tensor.c_str(),
-                    d.quantizer.empty() ? "" : (" (quantizer '" + d.quantizer + "')").c_str(),
-                    d.max_steps, 100 * d.share_off, static_cast<long long>(d.index + 1),
-                    static_cast<long long>(d.compared));
-      out << buf;
+      std::snprintf(buf, sizeof(buf), "%.0f", d.max_steps);
+      out << "           " << what << ": tensor '" << d.tensor << "'"
+          << (d.quantizer.empty() ? "" : " (quantizer '" + d.quantizer + "')") << ", up to " << buf
+          << " steps, " << percent(d.share_off) << " of it > 1 step (tensor " << d.index + 1
+          << " of " << d.compared << " compared)\n";
     };
     const auto cause = [&](const verify::Divergence& d) {
       const std::string why =
@@ -116,12 +116,10 @@ std::string reportText(const verify::VerifyReport& r) {
     if (c.largest && c.largest->share_off > 0) line("most elements off", *c.largest);
     if (c.rerun_tensors > 0 && c.first_own_difference) {
       const verify::Divergence& d = *c.first_own_difference;
-      std::snprintf(buf, sizeof(buf),
-                    "           first to differ on its own: tensor '%s', fed ONNX Runtime's "
-                    "inputs still up to %.0f steps off (tensor %lld of %lld compared)\n",
-                    d.tensor.c_str(), d.rerun->max_levels, static_cast<long long>(d.index + 1),
-                    static_cast<long long>(d.compared));
-      out << buf;
+      std::snprintf(buf, sizeof(buf), "%.0f", d.rerun->max_levels);
+      out << "           first to differ on its own: tensor '" << d.tensor
+          << "', fed ONNX Runtime's inputs still up to " << buf << " steps off (tensor "
+          << d.index + 1 << " of " << d.compared << " compared)\n";
       out << "           its ops: " << verify::describeOps(d.rerun->ops, 8) << "\n";
       cause(d);
     } else if (c.rerun_tensors > 0) {
@@ -131,11 +129,9 @@ std::string reportText(const verify::VerifyReport& r) {
     }
   }
   for (const verify::OutputQuality& q : r.quality) {
-    std::snprintf(buf, sizeof(buf),
-                  "quality    output '%s': SQNR against the float model %.2f dB in ONNX Runtime, "
-                  "%.2f dB in the simulation\n",
-                  q.output.c_str(), q.ort_sqnr_db, q.simulation_sqnr_db);
-    out << buf;
+    std::snprintf(buf, sizeof(buf), "%.2f dB in ONNX Runtime, %.2f dB in the simulation",
+                  q.ort_sqnr_db, q.simulation_sqnr_db);
+    out << "quality    output '" << q.output << "': SQNR against the float model " << buf << "\n";
   }
   for (const verify::Criterion& c : r.criteria) {
     out << "criterion  "

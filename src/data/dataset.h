@@ -45,6 +45,10 @@ struct InputSpec {
   std::vector<int64_t> shape;  // one sample, without the batch axis; -1: any size
   at::ScalarType dtype = at::kFloat;
   bool batched = true;  // false: a rank-0 input (no batch axis), fed once per batch
+  // The input has no batch axis although its rank is >= 1 ([3, 320, 320]: torchvision's
+  // detectors take one image): each sample has its whole shape and one run takes one sample.
+  // The loader sets it when the samples show it (see BatchLoader).
+  bool whole = false;
 };
 
 class Dataset {

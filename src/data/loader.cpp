@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 
+#include <algorithm>
 #include <numeric>
 #include <random>
 
@@ -60,10 +61,6 @@ BatchLoader::BatchLoader(std::shared_ptr<Dataset> dataset, LoaderOptions options
     : dataset_(std::move(dataset)), options_(std::move(options)) {
   require(options_.batch_size > 0, "--batch must be positive");
   require(options_.batch_multiple > 0, "the model's fixed batch size must be positive");
-  // A model with a fixed batch dim takes whole multiples of it.
-  options_.batch_size =
-      std::max(options_.batch_multiple,
-               options_.batch_size / options_.batch_multiple * options_.batch_multiple);
   require(options_.limit >= 0, "--limit must not be negative");
   require(options_.noise_sigma >= 0 && std::isfinite(options_.noise_sigma),
           "--noise must be a finite non-negative standard deviation");
@@ -76,33 +73,44 @@ BatchLoader::BatchLoader(std::shared_ptr<Dataset> dataset, LoaderOptions options
     std::iota(order_.begin(), order_.end(), 0);
   }
   if (options_.limit > 0 && options_.limit < n) order_.resize(options_.limit);
-  refuseUnbatchedInputs();
-  const int64_t whole = size() / options_.batch_multiple * options_.batch_multiple;
+  findWholeSampleInputs();
+  // A model with a fixed batch dim takes whole multiples of it (of rows: one whole sample is
+  // that many rows already).
+  const int64_t multiple = wholeSamples() ? 1 : options_.batch_multiple;
+  options_.batch_size = std::max(multiple, options_.batch_size / multiple * multiple);
+  const int64_t whole = size() / multiple * multiple;
   require(whole > 0, dataset_->describe() + ": " + std::to_string(size()) +
                          " sample(s), fewer than the model's fixed batch of " +
-                         std::to_string(options_.batch_multiple));
+                         std::to_string(multiple));
   order_.resize(whole);
 }
 
-// An input whose dims are all fixed and that has no batch axis ([3, 320, 320]: torchvision's
-// detectors take one image) reads as a fixed batch of its first dim. Samples of the input's whole
-// shape tell the two apart, and qforge cannot feed such an input: say so before anything runs.
-void BatchLoader::refuseUnbatchedInputs() const {
+// An input whose dims are all fixed may have no batch axis at all ([3, 320, 320]: torchvision's
+// detectors take one image) and then reads as a fixed batch of its first dim. Samples of the
+// input's whole shape tell the two apart.
+void BatchLoader::findWholeSampleInputs() {
   if (options_.batch_multiple <= 1 || options_.inputs.empty()) return;
   const Sample s = dataset_->get(order_.front());
-  for (const InputSpec& in : options_.inputs) {
+  std::vector<std::string> whole, rows;
+  for (InputSpec& in : options_.inputs) {
     if (!in.batched) continue;
     const auto it = s.inputs.find(in.name);
     const at::Tensor& t = it != s.inputs.end() ? it->second : s.input;
-    std::vector<int64_t> whole = in.shape;
-    whole.insert(whole.begin(), options_.batch_multiple);
-    if (!t.defined() || t.sizes().vec() != whole) continue;
-    throw Error(s.origin + ": the sample has the whole shape " + shapeString(whole) +
-                " of the model input '" + in.name +
-                "', so that input has no batch axis (its first dim is not a batch); qforge feeds "
-                "samples along a batch axis: export the model with one (torch.onnx: a batched "
-                "input with dynamic_axes {0: 'batch'})");
+    std::vector<int64_t> full = in.shape;
+    full.insert(full.begin(), options_.batch_multiple);
+    in.whole = t.defined() && matches(t.sizes().vec(), full);
+    (in.whole ? whole : rows).push_back("'" + in.name + "'");
   }
+  if (whole.empty() || rows.empty()) return;
+  throw Error(s.origin + ": the samples of " + join(whole) +
+              " have the whole input shape (one sample per run, no batch axis) but those of " +
+              join(rows) + " are rows of a batch of " + std::to_string(options_.batch_multiple) +
+              "; give every input one way: whole inputs, or rows of the batch");
+}
+
+bool BatchLoader::wholeSamples() const {
+  return std::any_of(options_.inputs.begin(), options_.inputs.end(),
+                     [](const InputSpec& in) { return in.whole; });
 }
 
 void BatchLoader::check(const Sample& s, const std::vector<int64_t>& first_shape) const {
@@ -161,6 +169,15 @@ std::map<std::string, at::Tensor> BatchLoader::arraysOf(const Sample& s) const {
       require(t.numel() == 1, what + " takes one value (the model input has no batch axis), " +
                                   "the sample has shape " + shapeString(t.sizes().vec()));
       t = t.reshape({});
+    } else if (in.whole) {
+      std::vector<int64_t> full = in.shape;
+      full.insert(full.begin(), options_.batch_multiple);
+      if (!matches(t.sizes().vec(), full)) {
+        throw Error(origin + ": sample shape " + shapeString(t.sizes().vec()) +
+                    " does not match the model input '" + in.name + "' " + shapeString(full) +
+                    " (the input has no batch axis: one sample is the whole input, as in the "
+                    "first sample)");
+      }
     } else if (!matches(t.sizes().vec(), in.shape)) {
       throw Error(origin + ": sample shape " + shapeString(t.sizes().vec()) +
                   " does not match the model input '" + in.name + "' " + shapeString(in.shape) +
@@ -198,7 +215,9 @@ void BatchLoader::stackFeeds(std::vector<std::map<std::string, at::Tensor>>& sam
       }
       parts.push_back(t);
     }
-    batch.feeds[in.name] = in.batched ? at::stack(parts) : parts.front();
+    batch.feeds[in.name] = in.whole     ? at::cat(parts, 0)
+                           : in.batched ? at::stack(parts)
+                                        : parts.front();
   }
   for (const InputSpec& in : options_.inputs) {
     if (in.batched && at::isFloatingType(in.dtype)) {
@@ -210,10 +229,14 @@ void BatchLoader::stackFeeds(std::vector<std::map<std::string, at::Tensor>>& sam
 
 void BatchLoader::addNoise(Batch& batch) const {
   batch.targets = batch.inputs;
+  // One draw per sample, of its shape: a row of the batch, or the whole input.
+  const int64_t rows = batch.inputs.size(0) / static_cast<int64_t>(batch.indices.size());
+  std::vector<int64_t> shape = batch.inputs.sizes().vec();
+  shape.front() = rows;
   std::vector<at::Tensor> noise;
   for (int64_t index : batch.indices)
-    noise.push_back(sampleNoise(batch.inputs.sizes().slice(1), options_.noise_seed, index));
-  batch.inputs = (batch.inputs + options_.noise_sigma * at::stack(noise).to(batch.inputs.dtype()));
+    noise.push_back(sampleNoise(shape, options_.noise_seed, index));
+  batch.inputs = batch.inputs + options_.noise_sigma * at::cat(noise).to(batch.inputs.dtype());
   for (auto& [name, feed] : batch.feeds) {
     if (feed.is_same(batch.targets)) feed = batch.inputs;
   }

@@ -46,7 +46,10 @@ struct LoaderOptions {
   // Overrides expected_shape. Empty: one input, float32.
   std::vector<InputSpec> inputs;
   // The model takes batches of exactly this many samples (a fixed batch dim): batch_size is
-  // rounded down to a multiple of it and the pass cut to whole multiples.
+  // rounded down to a multiple of it and the pass cut to whole multiples. When the samples have
+  // the inputs' whole shapes instead (the fixed first dim is not a batch: InputSpec::whole),
+  // every sample is one run: batches concatenate samples along axis 0, so each run of
+  // batch_multiple rows is one sample, and batch_size counts samples as given.
   int64_t batch_multiple = 1;
 };
 
@@ -66,10 +69,14 @@ class BatchLoader {
     position_ = std::min(size(), position_ + batches * options_.batch_size);
   }
   void reset() { position_ = 0; }
+  // True when the samples have the inputs' whole shapes (InputSpec::whole): one run per sample.
+  bool wholeSamples() const;
 
  private:
   void check(const Sample& sample, const std::vector<int64_t>& first_shape) const;
-  void refuseUnbatchedInputs() const;
+  // Marks the inputs whose samples have their whole shape (InputSpec::whole); throws when only
+  // some batched inputs do.
+  void findWholeSampleInputs();
   // The sample's arrays by model input, converted and checked (LoaderOptions::inputs).
   std::map<std::string, at::Tensor> arraysOf(const Sample& sample) const;
   void stackFeeds(std::vector<std::map<std::string, at::Tensor>>& samples,

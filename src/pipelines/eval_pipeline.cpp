@@ -183,6 +183,7 @@ EvalReport runEval(const EvalOptions& o, const ProgressCallback& progress) {
   const std::vector<std::string> outputs = model.outputs();
   const int64_t fixed = algos::fixedBatch(graph);
   std::unique_ptr<data::NpyWriter> dump;
+  int64_t rows_per_sample = 1;
 
   const auto start = Clock::now();
   while (auto batch = loader.next()) {
@@ -197,16 +198,29 @@ EvalReport runEval(const EvalOptions& o, const ProgressCallback& progress) {
       const TensorMap ref =
           algos::runInBatches(reference->model->executor(), feeds, reference->outputs,
                               algos::fixedBatch(reference->model->graph()));
-      for (size_t i = 0; i < outputs.size(); ++i)
-        reference->accumulators[i].add(out.at(outputs[i]), ref.at(reference->outputs[i]));
+      for (size_t i = 0; i < outputs.size(); ++i) {
+        reference->accumulators[i].add(out.at(outputs[i]), ref.at(reference->outputs[i]),
+                                       static_cast<int64_t>(batch->indices.size()));
+      }
     }
     if (!o.dump_outputs.empty()) {
+      // Rows per sample: 1 with a batch axis; a model without one (one sample per run) gives its
+      // output's rows for each sample, which must not depend on the data to fit one array.
+      const at::Tensor rows = output.dim() == 0 ? output.reshape({1}) : output;
+      const auto samples = static_cast<int64_t>(batch->indices.size());
       if (!dump) {
-        std::vector<int64_t> shape = output.sizes().vec();
-        shape[0] = loader.size();
+        rows_per_sample = rows.size(0) / samples;
+        std::vector<int64_t> shape = rows.sizes().vec();
+        shape[0] = loader.size() * rows_per_sample;
         dump = std::make_unique<data::NpyWriter>(o.dump_outputs, at::kFloat, shape);
       }
-      dump->append(output.to(at::kFloat));
+      require(rows.size(0) == rows_per_sample * samples,
+              "--dump-outputs: output '" + outputs.front() + "' has " +
+                  std::to_string(rows.size(0)) + " rows for " + std::to_string(samples) +
+                  " sample(s), not " + std::to_string(rows_per_sample) +
+                  " per sample as before: its first dim depends on the data, so its values do "
+                  "not fit one array");
+      dump->append(rows.to(at::kFloat));
     }
     if (progress)
       progress({"evaluate", scores.samples, loader.size(), "img", secondsSince(start), "", false});

@@ -8,8 +8,8 @@
 
 namespace qforge::verify {
 
-bool isClassifierOutput(at::IntArrayRef shape) {
-  return shape.size() == 2 && shape[1] >= 2;
+bool isClassifierOutput(at::IntArrayRef shape, int64_t samples) {
+  return shape.size() == 2 && shape[1] >= 2 && (samples < 0 || shape[0] == samples);
 }
 
 void DifferenceHistogram::add(const at::Tensor& absolute_differences) {
@@ -58,13 +58,13 @@ double DifferenceHistogram::shareBelow(double bound) const {
   return static_cast<double>(below) / static_cast<double>(count_);
 }
 
-void OutputAccumulator::add(const at::Tensor& got, const at::Tensor& reference) {
+void OutputAccumulator::add(const at::Tensor& got, const at::Tensor& reference, int64_t samples) {
   require(got.sizes() == reference.sizes(),
           "output '" + output_ + "': shapes " + c10::str(got.sizes()) + " and " +
               c10::str(reference.sizes()) + " cannot be compared");
   const at::Tensor g = got.to(at::kDouble), r = reference.to(at::kDouble);
-  if (samples_ == 0) classifier_ = isClassifierOutput(got.sizes());
-  samples_ += got.dim() > 0 ? got.size(0) : 1;
+  if (samples_ == 0) classifier_ = isClassifierOutput(got.sizes(), samples);
+  samples_ += samples >= 0 ? samples : got.dim() > 0 ? got.size(0) : 1;
   if (classifier_) {
     const at::Tensor picked = r.gather(1, g.argmax(1, /*keepdim=*/true)).squeeze(1);
     const at::Tensor gaps = (std::get<0>(r.max(1)) - picked).contiguous();

@@ -17,8 +17,9 @@
 namespace qforge::verify {
 
 // Class scores [batch, classes >= 2] are a classifier output: top-1 agreement means something
-// there and nowhere else.
-bool isClassifierOutput(at::IntArrayRef shape);
+// there and nowhere else. With `samples` >= 0, the first dim must also be that many samples (a
+// detector's boxes [detections, 4] are not class scores).
+bool isClassifierOutput(at::IntArrayRef shape, int64_t samples = -1);
 
 // Absolute differences in log-spaced bins (64 per octave, 2^-64 .. 2^64): quantiles to within
 // 1.1% of the value, whatever the scale; exact zeros counted apart.
@@ -65,8 +66,10 @@ class OutputAccumulator {
   explicit OutputAccumulator(std::string output, std::optional<double> iou_threshold = {})
       : output_(std::move(output)), iou_threshold_(iou_threshold) {}
 
-  // One batch of both runs (same shape, batch axis first).
-  void add(const at::Tensor& got, const at::Tensor& reference);
+  // One batch of both runs (same shape, batch axis first). `samples`: how many input samples the
+  // batch holds, when known; an output whose first dim is not that count has no batch axis (a
+  // detector's [detections, 4]) and counts as one sample per input sample.
+  void add(const at::Tensor& got, const at::Tensor& reference, int64_t samples = -1);
   // The figures, with differences read in units of `step` (> 0).
   OutputComparison finish(double step, const std::string& step_source) const;
   double maxAbsReference() const { return max_abs_reference_; }

@@ -68,6 +68,7 @@ class Verifier {
   VerifyReport run(data::BatchLoader& loader) {
     VerifyReport report;
     report.fixed_batch = fixed_;
+    report.whole_samples = loader.wholeSamples();
     const nlohmann::json& models = manifest_.at("models");
     require(!models.empty(), dir_ + "/deploy.json lists no ONNX model to verify (" +
                                  manifest_.value("notes", nlohmann::json::array()).dump() + ")");
@@ -106,7 +107,7 @@ class Verifier {
     max_abs_sim_.assign(outputs_.size(), 0.0);
     while (auto batch = loader.next()) {
       report.batch = std::max<int64_t>(report.batch, static_cast<int64_t>(batch->indices.size()));
-      step(*batch);
+      step(*batch, static_cast<int64_t>(batch->indices.size()));
       report.samples += static_cast<int64_t>(batch->indices.size());
     }
     require(report.samples > 0, "verify needs at least one input sample");
@@ -174,7 +175,7 @@ class Verifier {
   }
 
   // One batch through every path, into the accuracies and the comparisons.
-  void step(const data::Batch& batch) {
+  void step(const data::Batch& batch, int64_t samples) {
     const TensorMap feeds = algos::feedsOf(batch, model_.graph());
     const TensorMap sim = algos::runInBatches(model_.executor(), feeds, outputs_, fixed_);
     for (size_t i = 0; i < outputs_.size(); ++i) {
@@ -196,35 +197,36 @@ class Verifier {
     if (!qdq_path_.empty()) {
       const TensorMap ort = ort_.run(qdq_path_, feeds, outputs_);
       addAccuracy(kOrtQdq, ort, batch.labels);
-      compare(*qdq_sim_, feeds, ort, sim_rt);
+      compare(*qdq_sim_, feeds, ort, sim_rt, samples);
       // The quantization error each shows against the float model.
       model_.setMode(quant::FakeQuantMode::Float);
       const TensorMap flt = algos::runInBatches(model_.executor(), feeds, outputs_, fixed_);
       model_.setMode(quant::FakeQuantMode::Quantization);
       for (size_t i = 0; i < outputs_.size(); ++i) {
-        ort_vs_float_[i].add(ort.at(outputs_[i]), flt.at(outputs_[i]));
-        simulation_vs_float_[i].add(sim_rt.at(outputs_[i]), flt.at(outputs_[i]));
+        ort_vs_float_[i].add(ort.at(outputs_[i]), flt.at(outputs_[i]), samples);
+        simulation_vs_float_[i].add(sim_rt.at(outputs_[i]), flt.at(outputs_[i]), samples);
       }
-      if (qdq_emu_) compare(*qdq_emu_, feeds, ort, emu);
+      if (qdq_emu_) compare(*qdq_emu_, feeds, ort, emu, samples);
     }
     if (!qop_path_.empty()) {
       const TensorMap ort = ort_.run(qop_path_, feeds, outputs_);
       addAccuracy(kOrtQop, ort, batch.labels);
-      if (qop_emu_) compare(*qop_emu_, feeds, ort, emu);
-      compare(*qop_sim_, feeds, ort, sim_rt);
+      if (qop_emu_) compare(*qop_emu_, feeds, ort, emu, samples);
+      compare(*qop_sim_, feeds, ort, sim_rt, samples);
     }
   }
 
-  void compare(Stream& s, const TensorMap& feeds, const TensorMap& got, const TensorMap& ref) {
+  void compare(Stream& s, const TensorMap& feeds, const TensorMap& got, const TensorMap& ref,
+               int64_t samples) {
     for (size_t i = 0; i < outputs_.size(); ++i)
-      s.outputs[i].add(got.at(outputs_[i]), ref.at(outputs_[i]));
+      s.outputs[i].add(got.at(outputs_[i]), ref.at(outputs_[i]), samples);
     if (s.worst) s.worst->add(feeds, got, ref);
   }
 
   // Top-1 of the first output, when it is class scores and the data has labels.
   void addAccuracy(const std::string& path, const TensorMap& outputs, const at::Tensor& labels) {
     const at::Tensor& y = outputs.at(outputs_.front());
-    if (!labels.defined() || !isClassifierOutput(y.sizes())) return;
+    if (!labels.defined() || !isClassifierOutput(y.sizes(), labels.size(0))) return;
     auto it = std::find_if(correct_.begin(), correct_.end(),
                            [&](const auto& p) { return p.first == path; });
     if (it == correct_.end()) it = correct_.insert(correct_.end(), {path, 0});
@@ -545,7 +547,11 @@ nlohmann::json toJson(const VerifyReport& r) {
   nlohmann::json j;
   j["samples"] = r.samples;
   j["batch"] = r.batch;
-  if (r.fixed_batch > 0) j["fixed_batch"] = r.fixed_batch;
+  if (r.whole_samples) {
+    j["one_sample_per_run"] = true;
+  } else if (r.fixed_batch > 0) {
+    j["fixed_batch"] = r.fixed_batch;
+  }
   j["step"] = r.step;
   j["step_source"] = r.step_source;
   j["accuracy"] = nlohmann::json::object();

@@ -106,6 +106,9 @@ struct VerifyReport {
   int64_t samples = 0;
   int64_t batch = 0;        // samples per streamed step
   int64_t fixed_batch = 0;  // the model's fixed batch dim (0: any)
+  // The input has no batch axis: each sample is one run of the model (fixed_batch is then the
+  // input's first dim, not a batch).
+  bool whole_samples = false;
   double step = 0;          // the first output's quantization step
   std::string step_source;  // "output quantizer 'q'" or "int8 step of the output range"
   std::vector<std::pair<std::string, double>> accuracy;  // path -> top-1 (fraction)

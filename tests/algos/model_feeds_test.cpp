@@ -155,5 +155,18 @@ TEST(ModelFeedsTest, AStateTakesItsBatchOnTheAxisItsDimNameSays) {
   EXPECT_EQ(fixedBatch(unnamed), 2);
 }
 
+TEST(ModelFeedsTest, RunsAreConcatenatedScalarsStackedUnlessShared) {
+  EXPECT_TRUE(concatenateRuns({at::ones({2, 3}), at::zeros({1, 3})})
+                  .equal(at::cat({at::ones({2, 3}), at::zeros({1, 3})})));
+  // One scalar per run (a model without batch axis): every one kept, in order.
+  EXPECT_TRUE(concatenateRuns({at::scalar_tensor(1.0), at::scalar_tensor(2.0)})
+                  .equal(at::tensor({1.0, 2.0}, at::kDouble)));
+  // The same scalar from every run (it came from a rank-0 input): one value.
+  const at::Tensor shared = concatenateRuns({at::scalar_tensor(7.0), at::scalar_tensor(7.0)});
+  EXPECT_EQ(shared.dim(), 0);
+  EXPECT_EQ(shared.item<double>(), 7.0);
+  EXPECT_TRUE(concatenateRuns({at::ones({4})}).equal(at::ones({4})));
+}
+
 }  // namespace
 }  // namespace qforge::algos

@@ -233,21 +233,75 @@ TEST(ModelSourcesTest, AFixedBatchCutsBatchesAndThePassToItsMultiple) {
 
 TEST(ModelSourcesTest, AnInputWithoutBatchAxisIsToldFromAFixedBatch) {
   // The model input is [3, 4] with both dims fixed: a batch of 3 rows of 4, or one sample of
-  // [3, 4]. Samples of shape [3, 4] say it is the latter, which qforge cannot feed.
+  // [3, 4]. Samples of shape [3, 4] say it is the latter: each is one run of the model, and a
+  // batch of them is their rows one after the other.
   const std::string dir = testing::makeTempDir("msrc");
-  for (int i = 0; i < 2; ++i)
-    writeBytes(dir + "/s" + std::to_string(i) + ".npy", floatNpy("(3, 4)", std::vector<float>(12)));
+  for (int i = 0; i < 5; ++i) {
+    std::vector<float> v(12);
+    for (int k = 0; k < 12; ++k)
+      v[k] = static_cast<float>(100 * i + k);
+    writeBytes(dir + "/s" + std::to_string(i) + ".npy", floatNpy("(3, 4)", v));
+  }
   InputSpec image{"image", {4}, at::kFloat, true};
-  LoaderOptions o = loaderFor({image}, 1);
+  LoaderOptions o = loaderFor({image}, 2);
   o.batch_multiple = 3;
-  expectErrorWith([&] { BatchLoader(openDataset("folder:" + dir), o); },
-                  {"s0.npy", "whole shape [3,4]", "'image'", "no batch axis", "dynamic_axes"});
+  BatchLoader loader(openDataset("folder:" + dir), o);
+  EXPECT_EQ(loader.size(), 5);  // not cut to a multiple of 3: every sample is a whole run
+  std::vector<int64_t> rows;
+  std::vector<float> firsts;
+  while (auto b = loader.next()) {
+    const at::Tensor x = b->feeds.at("image");
+    rows.push_back(x.size(0));
+    for (int64_t r = 0; r < x.size(0); r += 3)
+      firsts.push_back(x[r][0].item<float>());
+    EXPECT_TRUE(x.equal(b->inputs));
+  }
+  EXPECT_EQ(rows, (std::vector<int64_t>{6, 6, 3}));  // batch 2 = two samples of 3 rows
+  EXPECT_EQ(firsts, (std::vector<float>{0, 100, 200, 300, 400}));
+  // Noise is drawn per sample, of the sample's shape: sample 1 of a batch gets what it gets alone.
+  o.noise_sigma = 1;
+  o.noise_seed = 5;
+  BatchLoader noisy(openDataset("folder:" + dir), o);
+  const data::Batch b = *noisy.next();
+  const at::Tensor expected = b.targets.narrow(0, 3, 3) + sampleNoise({3, 4}, 5, 1);
+  EXPECT_TRUE(at::allclose(b.inputs.narrow(0, 3, 3), expected));
+
   // Samples of one row are a fixed batch's rows, as before.
-  const std::string rows = testing::makeTempDir("msrc");
+  const std::string rows_dir = testing::makeTempDir("msrc");
   for (int i = 0; i < 3; ++i)
-    writeBytes(rows + "/r" + std::to_string(i) + ".npy", floatNpy("(4,)", std::vector<float>(4)));
-  BatchLoader loader(openDataset("folder:" + rows), o);
-  EXPECT_EQ(loader.size(), 3);
+    writeBytes(rows_dir + "/r" + std::to_string(i) + ".npy",
+               floatNpy("(4,)", std::vector<float>(4)));
+  EXPECT_EQ(BatchLoader(openDataset("folder:" + rows_dir), o).size(), 3);
+  // A later sample of another shape is named.
+  writeBytes(dir + "/s9.npy", floatNpy("(4,)", std::vector<float>(4)));
+  expectErrorWith(
+      [&] {
+        LoaderOptions m = loaderFor({image}, 8);
+        m.batch_multiple = 3;
+        BatchLoader l(openDataset("folder:" + dir), m);
+        l.next();
+      },
+      {"s9.npy", "[3,4]", "no batch axis", "first sample"});
+}
+
+TEST(ModelSourcesTest, InputsMustAllBeWholeOrAllBeRows) {
+  const std::string dir = testing::makeTempDir("msrc");
+  auto write = [&](const std::string& file, const std::string& a_shape, int a_n) {
+    // An .npz of two arrays: 'a' of a_shape, 'b' one row of 2.
+    writeBytes(dir + "/" + file,
+               testing::zipBytes({{"a.npy", floatNpy(a_shape, std::vector<float>(a_n))},
+                                  {"b.npy", floatNpy("(2,)", std::vector<float>(2))}},
+                                 true));
+  };
+  write("s0.npz", "(3, 4)", 12);
+  InputSpec a{"a", {4}, at::kFloat, true}, b{"b", {2}, at::kFloat, true};
+  LoaderOptions o = loaderFor({a, b}, 1);
+  o.batch_multiple = 3;
+  expectErrorWith(
+      [&] {
+        BatchLoader(openDataset("npz:" + dir, dataFor({a, b})), o);
+      },
+      {"s0.npz", "'a'", "whole input shape", "'b'", "rows of a batch of 3"});
 }
 
 }  // namespace

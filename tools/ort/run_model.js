@@ -152,11 +152,13 @@ function sliceRows(tensor, begin, end) {
 function concatRows(name, parts) {
   if (parts.length === 1) return parts[0];
   // A scalar the batch does not change (a traced value computed from a rank-0 input) is the
-  // same in every run: one copy stands for all.
+  // same in every run: one copy stands for all. Scalars that differ are one per run (a model
+  // without batch axis, run once per sample): they become a row each.
   if (parts.every(p => p.dims.length === 0)) {
     const same = parts.every(p => p.data.length === parts[0].data.length &&
                                   p.data.every((v, i) => v === parts[0].data[i]));
     if (same) return parts[0];
+    parts = parts.map(p => ({type: p.type, dims: [1], data: p.data}));
   }
   const rest = parts[0].dims.slice(1);
   for (const p of parts) {
