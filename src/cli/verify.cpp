@@ -70,6 +70,10 @@ std::string outputLine(const verify::OutputComparison& o) {
           number(o.cosine) + "  max " + number(o.max_steps) + " steps  p99 " + number(o.p99_steps) +
           "  exact " + percent(o.exact_fraction);
   if (o.iou) line += "  iou " + number(*o.iou);
+  if (o.shape_mismatches > 0) {
+    line +=
+        "  shape differs in " + std::to_string(o.shape_mismatches) + " step(s): " + o.shape_example;
+  }
   return line + "\n";
 }
 

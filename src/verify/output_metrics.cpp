@@ -59,9 +59,12 @@ double DifferenceHistogram::shareBelow(double bound) const {
 }
 
 void OutputAccumulator::add(const at::Tensor& got, const at::Tensor& reference, int64_t samples) {
-  require(got.sizes() == reference.sizes(),
-          "output '" + output_ + "': shapes " + c10::str(got.sizes()) + " and " +
-              c10::str(reference.sizes()) + " cannot be compared");
+  if (got.sizes() != reference.sizes()) {
+    if (shape_mismatches_++ == 0)
+      shape_example_ = c10::str(got.sizes()) + " against " + c10::str(reference.sizes());
+    samples_ += samples >= 0 ? samples : 1;
+    return;
+  }
   const at::Tensor g = got.to(at::kDouble), r = reference.to(at::kDouble);
   if (samples_ == 0) classifier_ = isClassifierOutput(got.sizes(), samples);
   samples_ += samples >= 0 ? samples : got.dim() > 0 ? got.size(0) : 1;
@@ -98,6 +101,12 @@ OutputComparison OutputAccumulator::finish(double step, const std::string& step_
   c.exact_fraction = differences_.shareBelow(1e-3 * step);
   if (iou_threshold_) c.iou = union_ > 0 ? intersection_ / union_ : 1.0;
   c.max_abs_reference = max_abs_reference_;
+  c.shape_mismatches = shape_mismatches_;
+  c.shape_example = shape_example_;
+  if (shape_mismatches_ > 0 && differences_.count() == 0) {
+    // Nothing was compared: no figure, rather than the "identical" of empty sums.
+    c.sqnr_db = c.cosine = std::numeric_limits<double>::quiet_NaN();
+  }
   return c;
 }
 

@@ -58,6 +58,10 @@ struct OutputComparison {
   double exact_fraction = 0;  // |got - ref| < 1e-3 step
   std::optional<double> iou;  // of got > t and ref > t, when a threshold t was given
   double max_abs_reference = 0;
+  // Batches whose shapes differed (a data-dependent output: detections kept after a score
+  // threshold or NMS), left out of every figure above; the first such pair of shapes.
+  int64_t shape_mismatches = 0;
+  std::string shape_example;
 };
 
 class OutputAccumulator {
@@ -66,9 +70,10 @@ class OutputAccumulator {
   explicit OutputAccumulator(std::string output, std::optional<double> iou_threshold = {})
       : output_(std::move(output)), iou_threshold_(iou_threshold) {}
 
-  // One batch of both runs (same shape, batch axis first). `samples`: how many input samples the
-  // batch holds, when known; an output whose first dim is not that count has no batch axis (a
-  // detector's [detections, 4]) and counts as one sample per input sample.
+  // One batch of both runs (batch axis first). `samples`: how many input samples the batch holds,
+  // when known; an output whose first dim is not that count has no batch axis (a detector's
+  // [detections, 4]) and counts as one sample per input sample. Runs whose shapes differ are
+  // counted (OutputComparison::shape_mismatches), not compared.
   void add(const at::Tensor& got, const at::Tensor& reference, int64_t samples = -1);
   // The figures, with differences read in units of `step` (> 0).
   OutputComparison finish(double step, const std::string& step_source) const;
@@ -87,6 +92,8 @@ class OutputAccumulator {
   double intersection_ = 0, union_ = 0;
   double max_abs_reference_ = 0;
   DifferenceHistogram differences_;
+  int64_t shape_mismatches_ = 0;
+  std::string shape_example_;
 };
 
 }  // namespace qforge::verify

@@ -592,6 +592,7 @@ void WorstSamples::add(const TensorMap& feeds, const TensorMap& got, const Tenso
   at::Tensor worst = at::zeros({rows}, at::kDouble);
   for (const auto& [name, t] : got) {
     if (t.dim() == 0 || t.size(0) != rows) continue;
+    if (t.sizes() != reference.at(name).sizes()) continue;  // a data-dependent size differs
     const at::Tensor d = (t.to(at::kDouble) - reference.at(name).to(at::kDouble)).abs();
     worst = at::maximum(worst, d.reshape({rows, -1}).amax(1));
   }

@@ -408,6 +408,16 @@ void Verifier::judge(VerifyReport& report) const {
                                  bool at_least) {
         return Criterion{what, o.output, metric, value, threshold, at_least, false, false};
       };
+      if (o.shape_mismatches > 0) {
+        // Not rounding to waive: the runtime kept other elements than the simulation.
+        verify::apply(report, criterion("shape_mismatches", o.shape_mismatches, 0, false),
+                      where + ": the output's shape differs in " +
+                          std::to_string(o.shape_mismatches) + " step(s) (" + o.shape_example +
+                          "): its size depends on the data (a score threshold, NonZero, NMS) and "
+                          "ONNX Runtime kept other elements than the simulation; those steps are "
+                          "left out of the other figures");
+        if (std::isnan(o.sqnr_db)) continue;  // no step had the same shape: nothing else to judge
+      }
       if (c.reference == "emulation") {
         std::snprintf(buf, sizeof(buf), "%s: %.3f%% of output elements exact < %.3f%%",
                       where.c_str(), 100 * o.exact_fraction, 100 * options_.min_exact);
@@ -513,6 +523,10 @@ nlohmann::json outputJson(const OutputComparison& o) {
     j["top1_agreement"] = static_cast<double>(o.top1_agree) / o.samples;
   }
   if (o.iou) j["iou"] = *o.iou;
+  if (o.shape_mismatches > 0) {
+    j["shape_mismatches"] = o.shape_mismatches;
+    j["shape_example"] = o.shape_example;
+  }
   return j;
 }
 

@@ -1,6 +1,8 @@
-// A model whose input has no batch axis ([3, 4] fixed, as torchvision's detectors take one
-// [3, 320, 320] image): samples of the whole input shape are fed one per run through quantize,
-// eval and verify (ONNX Runtime included), and its [3, 5] output is not taken for class scores.
+// Detector-like models: an input without batch axis ([3, 4] fixed, as torchvision's detectors
+// take one [3, 320, 320] image), whose samples of the whole input shape are fed one per run
+// through quantize, eval and verify (ONNX Runtime included), its [3, 5] output not taken for
+// class scores; and an output whose size depends on the data (NonZero), which verify judges by
+// its shape when ONNX Runtime keeps other elements than the simulation.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -9,6 +11,8 @@
 #include <filesystem>
 
 #include "data/npy.h"
+#include "ir/onnx_export.h"
+#include "ir/onnx_import.h"
 #include "support/cli_runner.h"
 #include "support/onnx_builder.h"
 
@@ -101,6 +105,61 @@ TEST(UnbatchedInputCli, SamplesOfTheWholeInputShapeRunOnePerRun) {
   EXPECT_EQ(r.exit_code, 0) << r.out;
   EXPECT_NE(r.out.find("one per run: the model input has no batch axis"), std::string::npos)
       << r.out;
+}
+
+// x [N,4] -> MatMul [4,3] -> Greater 0.3 -> NonZero -> z [2, K]: K counts the values above the
+// threshold, so it depends on the data and on the MatMul's quantized output.
+std::string thresholdModel(const std::string& dir) {
+  OnnxBuilder b;
+  b.input("x", onnx::TensorProto::FLOAT, {-1, 4}).output("z", onnx::TensorProto::INT64, {2, -1});
+  b.model()
+      .mutable_graph()
+      ->mutable_input(0)
+      ->mutable_type()
+      ->mutable_tensor_type()
+      ->mutable_shape()
+      ->mutable_dim(0)
+      ->set_dim_param("batch");
+  b.initializer("w", at::linspace(-1, 1, 12).reshape({4, 3}));
+  b.initializer("t", at::tensor(0.3f));
+  b.node("MatMul", {"x", "w"}, {"y"}, "matmul");
+  b.node("Greater", {"y", "t"}, {"above"}, "greater");
+  b.node("NonZero", {"above"}, {"z"}, "nonzero");
+  const std::string path = dir + "/threshold.onnx";
+  b.save(path);
+  return path;
+}
+
+TEST(UnbatchedInputCli, AnOutputWhoseSizeDependsOnTheDataIsJudgedByItsShape) {
+  const std::string dir = makeTempDir("unbatched");
+  const std::string model = thresholdModel(dir);
+  const std::string data = "random:normal,count=16,seed=3";
+  const std::string out = dir + "/q";
+  CliResult r = runCli("quantize " + model + " --backend ONNXRuntime --calib " + data +
+                       " --calib-batch 8 --calib-batches 2 --out " + out + " --quiet");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  // The threshold lowered to -1e9 in the QDQ model: every product passes it in ONNX Runtime,
+  // fewer in the simulation, and NonZero keeps more.
+  Graph g = importOnnxFile(out + "/model.qdq.onnx");
+  ASSERT_NE(g.value("t"), nullptr);
+  g.value("t")->setInitializer(at::tensor(-1e9f));
+  exportOnnxFile(g, out + "/model.qdq.onnx");
+
+  r = runCli("verify " + out + " --data " + data + " --batch 8 --json", ortEnv());
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  const nlohmann::json j = jsonOf(r);
+  bool judged = false;
+  for (const auto& c : j["criteria"]) {
+    if (c["metric"] != "shape_mismatches" || c["comparison"] != "qdq model vs simulation") continue;
+    judged = true;
+    EXPECT_EQ(c["output"], "z");
+    EXPECT_EQ(c["value"], 2);  // both steps of 8
+    EXPECT_FALSE(c["passed"].get<bool>());
+  }
+  EXPECT_TRUE(judged) << j.dump(2);
+  ASSERT_FALSE(j["failures"].empty());
+  EXPECT_NE(j["failures"][0].get<std::string>().find("depends on the data"), std::string::npos)
+      << j["failures"].dump(2);
 }
 
 }  // namespace

@@ -97,11 +97,25 @@ TEST(OutputMetricsTest, TopOneOnlyForClassScoresAndIouOfThresholdedMaps) {
   EXPECT_NEAR(*m.iou, 1.0 / 3.0, 1e-12);
 }
 
-TEST(OutputMetricsTest, MismatchedShapesAndStepsAreErrors) {
-  OutputAccumulator a("y");
-  expectErrorWith([&] { a.add(at::zeros({2, 3}), at::zeros({2, 4})); }, {"output 'y'", "[2, 3]"});
+TEST(OutputMetricsTest, MismatchedShapesAreCountedAndLeftOutAndAZeroStepIsAnError) {
+  // A detector's boxes: 3 kept against 2 in the second step; only the first step is compared.
+  OutputAccumulator a("boxes");
+  a.add(at::full({2, 4}, 1.0), at::full({2, 4}, 1.5), 1);
+  a.add(at::zeros({3, 4}), at::zeros({2, 4}), 1);
+  a.add(at::zeros({1, 4}), at::zeros({4, 4}), 1);
+  const OutputComparison c = a.finish(0.25, "");
+  EXPECT_EQ(c.shape_mismatches, 2);
+  EXPECT_EQ(c.shape_example, "[3, 4] against [2, 4]");
+  EXPECT_EQ(c.samples, 3);
+  EXPECT_FALSE(c.classifier);           // [2, 4] rows are not the 1 sample
+  EXPECT_NEAR(c.max_steps, 2.0, 1e-9);  // |1 - 1.5| / 0.25, from the first step alone
+  EXPECT_NEAR(c.sqnr_db, 10 * std::log10(1.5 * 1.5 / 0.25), 1e-9);
+  // No step of the same shape: no figures, not "identical".
+  OutputAccumulator none("boxes");
+  none.add(at::zeros({3, 4}), at::zeros({2, 4}), 1);
+  EXPECT_TRUE(std::isnan(none.finish(1, "").sqnr_db));
   a.add(at::zeros({2, 3}), at::zeros({2, 3}));
-  expectErrorWith([&] { a.finish(0, ""); }, {"output 'y'", "step"});
+  expectErrorWith([&] { a.finish(0, ""); }, {"output 'boxes'", "step"});
 }
 
 }  // namespace
