@@ -21,7 +21,14 @@ int64_t boundedBatch(const Graph& graph, data::Dataset& dataset, int64_t batch) 
   int64_t bytes = first.input.defined() ? first.input.numel() * 4 : 0;
   for (const auto& [name, t] : first.inputs)
     bytes += t.numel() * static_cast<int64_t>(t.element_size());
-  const int64_t fixed = std::max<int64_t>(algos::fixedBatch(graph), 1);
+  int64_t fixed = std::max<int64_t>(algos::fixedBatch(graph), 1);
+  // Samples of an input's whole shape (no batch axis) are one run each: no multiple to keep.
+  for (const data::InputSpec& in : algos::modelInputs(graph)) {
+    const auto it = first.inputs.find(in.name);
+    const at::Tensor& t = it != first.inputs.end() ? it->second : first.input;
+    if (in.batched && t.defined() && t.dim() == static_cast<int64_t>(in.shape.size()) + 1)
+      fixed = 1;
+  }
   const int64_t fits = std::max<int64_t>(1, kStepBytes / std::max<int64_t>(bytes, 1));
   return std::max(fixed, std::min(batch, fits) / fixed * fixed);
 }
