@@ -130,6 +130,9 @@ struct VerifyReport {
 // that integer arithmetic by the kernels' requantization rounding.
 const Comparison* exactQdqEmulation(const std::vector<Comparison>& comparisons,
                                     const VerifyOptions& options);
+// The same for `model` ("qdq" or "qoperator").
+const Comparison* exactEmulation(const std::vector<Comparison>& comparisons,
+                                 const VerifyOptions& options, const std::string& model);
 
 // `dir` holds deploy.json and the models it lists (deploy.h). `loader` yields the evaluation
 // set (every model input; labels, when it has them, give accuracies); it is read once, one

@@ -222,6 +222,24 @@ TEST(DeployVerifyCli, QOperatorExactnessIsReportedWhenTheDifferencesAreCarriedRo
   const nlohmann::json strict = verifyJson(dir + " --limit 64 --min-exact 1.01 --strict", 1);
   EXPECT_NE(strict["failures"].dump().find("qoperator model vs emulation"), std::string::npos)
       << strict["failures"].dump();
+
+  // With the QOperator model taken as the emulation (no exact share asked), its comparison with
+  // the simulation is the QDQ model's: an impossible top-1 agreement is waived for both, as
+  // carried rounding, and --strict judges it.
+  const nlohmann::json as_qdq =
+      verifyJson(dir + " --limit 64 --min-exact 0 --min-agreement 1.01", 0);
+  bool qop_waived = false;
+  for (const auto& c : as_qdq["criteria"]) {
+    if (c["comparison"] == "qoperator model vs simulation" && c["metric"] == "top1_agreement")
+      qop_waived = c["waived"].get<bool>();
+  }
+  EXPECT_TRUE(qop_waived) << as_qdq["criteria"].dump(2);
+  EXPECT_NE(as_qdq["notes"].dump().find("the QOperator model equals"), std::string::npos)
+      << as_qdq["notes"].dump();
+  const nlohmann::json judged =
+      verifyJson(dir + " --limit 64 --min-exact 0 --min-agreement 1.01 --strict", 1);
+  EXPECT_NE(judged["failures"].dump().find("qoperator model vs simulation"), std::string::npos)
+      << judged["failures"].dump();
 }
 
 // A scale off by 0.3%: levels move by at most one, as at ties, but for values far from any rounding

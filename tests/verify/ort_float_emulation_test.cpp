@@ -1,7 +1,8 @@
 // The emulation's float kernels against ONNX Runtime itself, bit for bit, on inputs where the
 // order and the polynomial of each computation show in the last bits: MatMul (sequential FMA, also
 // checked against the closed form), ReduceMean (Eigen's lanes), Softmax and Erf (MLAS's
-// polynomials and lanes, which the built-in table runs too). Each test also shows ATen's own
+// polynomials and lanes, which the built-in table runs too), Sigmoid (MLAS's logistic kernel,
+// also the built-in table's). Each test also shows ATen's own
 // kernel differs there, which is why the emulation needs its own.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
@@ -164,6 +165,28 @@ TEST(OrtFloatEmulation, ErfMatchesOnnxRuntimeBitForBitAcrossBothBranches) {
   // And it is erf: within a few float32 ulps of the float64 closed form.
   const at::Tensor exact = at::erf(x.to(at::kDouble));
   EXPECT_LT((r.emulated.to(at::kDouble) - exact).abs().max().item<double>(), 4e-7);
+}
+
+TEST(OrtFloatEmulation, SigmoidMatchesOnnxRuntimeBitForBitIncludingTheClampAndTails) {
+  at::manual_seed(16);
+  // Lengths that leave partial vectors, values through the polynomial's whole range, past the
+  // +-18 clamp, and the saturated tails where neighbours round to one float.
+  const at::Tensor x = at::cat({at::linspace(-25, 25, 50001), at::randn({20003}) * 6,
+                                at::tensor({0.0f, -0.0f, 18.0f, -18.0f, 1e-30f, 88.0f, -88.0f})})
+                           .reshape({1, -1});
+  OnnxBuilder b;
+  b.input("x", kFloat, {1, x.size(1)}).output("y", kFloat, {1, x.size(1)});
+  b.node("Sigmoid", {"x"}, {"y"});
+  const ThreeWay r = runOneNode(b, "ort-sigmoid", x);
+  EXPECT_TRUE(at::equal(r.builtin, r.ort))
+      << (r.builtin - r.ort).ne(0).sum().item<int64_t>() << " elements differ";
+  EXPECT_TRUE(at::equal(r.emulated, r.ort));
+  // ATen's exp-based sigmoid differs there, which is why the built-in table uses MLAS's.
+  EXPECT_FALSE(at::equal(at::sigmoid(x), r.ort));
+  // And it is the logistic function: within 1e-6 of the float64 closed form, never below 0.
+  const at::Tensor exact = at::sigmoid(x.to(at::kDouble));
+  EXPECT_LT((r.builtin.to(at::kDouble) - exact).abs().max().item<double>(), 1e-6);
+  EXPECT_GE(r.builtin.min().item<float>(), 0.0f);
 }
 
 }  // namespace

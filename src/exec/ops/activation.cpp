@@ -162,8 +162,12 @@ void registerActivationOps(OpRegistry& registry) {
   OpInfo clip_info = activation("Clip", 1, false, clip);
   clip_info.output_sign_of = clipSign;
   registry.add(std::move(clip_info));
-  registry.add(nonNegative(activation(
-      "Sigmoid", 1, true, [](const OpContext&, const at::Tensor& x) { return at::sigmoid(x); })));
+  registry.add(
+      nonNegative(activation("Sigmoid", 1, true, [](const OpContext&, const at::Tensor& x) {
+        // ORT's rounding where it can be had (an Equal of a sigmoid map with its MaxPool keeps
+        // what ORT keeps); ATen's under autograd.
+        return ops::mlasKernelsApply(x) ? ops::mlasLogistic(x) : at::sigmoid(x);
+      })));
   addActivation(registry, "Tanh", 1, true,
                 [](const OpContext&, const at::Tensor& x) { return at::tanh(x); });
   addActivation(registry, "HardSigmoid", 1, true, [](const OpContext& ctx, const at::Tensor& x) {

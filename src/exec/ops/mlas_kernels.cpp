@@ -73,6 +73,14 @@ constexpr uint32_t kSignBit = 0x80000000u;
 // GELU's erf argument, x * (float)M_SQRT1_2 (onnxruntime/contrib_ops/cpu/bert/bias_gelu.cc).
 constexpr float kSqrtHalf = static_cast<float>(M_SQRT1_2);
 
+// MlasLogisticConstants: the input clamp and the odd/even rational polynomial (Eigen's).
+constexpr float kLogisticRange = 18.0f;
+constexpr float kLogisticP[] = {4.37031012579801e-11f, 1.15627324459942e-07f, 6.08574864600143e-05f,
+                                8.51377133304701e-03f, 2.48287947061529e-01f};
+constexpr float kLogisticQ[] = {6.10247389755681e-13f, 5.76102136993427e-09f,
+                                6.29106785017040e-06f, 1.70198817374094e-03f,
+                                1.16817656904453e-01f, 9.93151921023180e-01f};
+
 }  // namespace
 
 SumExpKernel sumExpKernelOfThisCpu() {
@@ -142,6 +150,22 @@ float erf(float x) {
   y = y * fromBits(static_cast<uint32_t>(exponent + 127) << 23);
   y = 1.0f - y;
   return fromBits(toBits(y) | small_bits | sign);
+}
+
+// MlasLogisticKernelFma3: clamp to [-18, 18] (a NaN passes), p = x * P(x^2) and q = Q(x^2) by
+// multiply-adds, p / q + 0.5, then only the lower clamp at 0.
+float logistic(float x) {
+  x = -kLogisticRange > x ? -kLogisticRange : x;  // VMAXPS(lower, x)
+  x = kLogisticRange < x ? kLogisticRange : x;    // VMINPS(upper, x)
+  const float square = x * x;
+  float p = std::fmaf(square, kLogisticP[0], kLogisticP[1]);
+  for (int i = 2; i < 5; ++i)
+    p = std::fmaf(square, p, kLogisticP[i]);
+  float q = std::fmaf(square, kLogisticQ[0], kLogisticQ[1]);
+  for (int i = 2; i < 6; ++i)
+    q = std::fmaf(square, q, kLogisticQ[i]);
+  const float y = x * p / q + 0.5f;
+  return 0.0f > y ? 0.0f : y;  // VMAXPS(0, y): a NaN passes
 }
 
 // The vector kernels: the scalar functions above with one float per lane. Each intrinsic is the
@@ -222,6 +246,24 @@ QFORGE_AVX2 void overVectorsOf8(const float* in, float* out, int64_t count, Lane
   std::memcpy(lanes, in + i, (count - i) * sizeof(float));
   _mm256_storeu_ps(lanes, lanes_of(_mm256_loadu_ps(lanes)));
   std::memcpy(out + i, lanes, (count - i) * sizeof(float));
+}
+
+QFORGE_AVX2 void logisticAvx2(const float* in, float* out, int64_t count) {
+  overVectorsOf8(in, out, count, [](__m256 x) QFORGE_AVX2_INLINE {
+    x = _mm256_max_ps(_mm256_set1_ps(-kLogisticRange), x);
+    x = _mm256_min_ps(_mm256_set1_ps(kLogisticRange), x);
+    const __m256 square = _mm256_mul_ps(x, x);
+    __m256 p =
+        _mm256_fmadd_ps(square, _mm256_set1_ps(kLogisticP[0]), _mm256_set1_ps(kLogisticP[1]));
+    for (int i = 2; i < 5; ++i)
+      p = _mm256_fmadd_ps(square, p, _mm256_set1_ps(kLogisticP[i]));
+    __m256 q =
+        _mm256_fmadd_ps(square, _mm256_set1_ps(kLogisticQ[0]), _mm256_set1_ps(kLogisticQ[1]));
+    for (int i = 2; i < 6; ++i)
+      q = _mm256_fmadd_ps(square, q, _mm256_set1_ps(kLogisticQ[i]));
+    const __m256 y = _mm256_add_ps(_mm256_div_ps(_mm256_mul_ps(x, p), q), _mm256_set1_ps(0.5f));
+    return _mm256_max_ps(_mm256_setzero_ps(), y);
+  });
 }
 
 QFORGE_AVX2 void erfAvx2(const float* in, float* out, int64_t count) {
@@ -466,6 +508,15 @@ void erfArray(const float* in, float* out, int64_t count) {
   onWidestLanes(in, out, count, erfAvx512, erfAvx2, erf);
 #else
   onWidestLanes(in, out, count, nullptr, nullptr, erf);
+#endif
+}
+
+void logisticArray(const float* in, float* out, int64_t count) {
+  // MLAS has no AVX512F logistic kernel: FMA3's 8 lanes run on those CPUs too.
+#ifdef QFORGE_MLAS_X86
+  onWidestLanes(in, out, count, nullptr, logisticAvx2, logistic);
+#else
+  onWidestLanes(in, out, count, nullptr, nullptr, logistic);
 #endif
 }
 

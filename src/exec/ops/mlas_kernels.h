@@ -1,8 +1,8 @@
-// ONNX Runtime's x86-64 MLAS kernels for softmax and erf, written as scalar code that rounds
-// exactly as the vector kernels do, so the emulation can predict ORT's float outputs bit for bit
-// where a quantizer reads them. The facts come from MLAS's x86_64 assembly (TransKernelFma3,
-// TransKernelAvx512F, ErfKernelFma3): the constants, the order of every fused multiply-add and
-// the lane layout of the sums.
+// ONNX Runtime's x86-64 MLAS kernels for softmax, erf and the logistic function, written as scalar
+// code that rounds exactly as the vector kernels do, so the emulation can predict ORT's float
+// outputs bit for bit where a quantizer reads them. The facts come from MLAS's x86_64 assembly
+// (TransKernelFma3, TransKernelAvx512F, ErfKernelFma3): the constants, the order of every fused
+// multiply-add and the lane layout of the sums.
 #pragma once
 
 #include <cstdint>
@@ -21,6 +21,10 @@ void softmaxRow(const float* in, float* out, int64_t count, SumExpKernel kernel)
 // erf(x) as MlasErfKernelFma3 computes it (the kernel x86-64 uses with or without AVX512F).
 float erf(float x);
 
+// The logistic function 1 / (1 + e^-x) as MlasLogisticKernelFma3 computes it for ORT's Sigmoid:
+// a rational polynomial on x clamped to [-18, 18], never below 0 (and a few ulps above 1 near it).
+float logistic(float x);
+
 // GELU as ONNX Runtime's fused Gelu and BiasGelu kernels compute it in float32:
 // (x * 0.5f) * (erf(x * (float)M_SQRT1_2) + 1), with the erf above.
 float gelu(float x);
@@ -32,6 +36,7 @@ float gelu(float x);
 // Without those instructions, or narrowed by ops::setWidestVectorKernels
 // (exec/ops/vector_kernels.h), they run the scalar functions.
 void erfArray(const float* in, float* out, int64_t count);
+void logisticArray(const float* in, float* out, int64_t count);
 void geluArray(const float* in, float* out, int64_t count);
 // `rows` contiguous rows of `width` floats, each as softmaxRow.
 void softmaxRows(const float* in, float* out, int64_t rows, int64_t width, SumExpKernel kernel);

@@ -55,6 +55,10 @@ at::Tensor mlasErf(const at::Tensor& x) {
   return elementwise(x, mlas::erfArray);
 }
 
+at::Tensor mlasLogistic(const at::Tensor& x) {
+  return elementwise(x, mlas::logisticArray);
+}
+
 at::Tensor mlasGelu(const at::Tensor& x) {
   return elementwise(x, mlas::geluArray);
 }

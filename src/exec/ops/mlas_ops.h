@@ -20,6 +20,9 @@ at::Tensor mlasSoftmax(const at::Tensor& x, int64_t axis, bool flatten_from_axis
 
 at::Tensor mlasErf(const at::Tensor& x);
 
+// Sigmoid of float32 `x` as ORT's CPU kernel computes it: MLAS's logistic function.
+at::Tensor mlasLogistic(const at::Tensor& x);
+
 // GELU of float32 `x` as ONNX Runtime's fused Gelu and BiasGelu kernels compute it once its graph
 // optimizations have fused the written-out chain: (x * 0.5) * (erf(x * (float)M_SQRT1_2) + 1), the
 // erf MLAS's. The chain itself divides by sqrt(2), which differs in the last bit.

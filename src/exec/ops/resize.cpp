@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "exec/ops/common.h"
+#include "exec/ops/ort_bilinear.h"
 
 namespace qforge {
 
@@ -37,6 +38,7 @@ struct ResizePlan {
   std::vector<double> scales;          // per axis
   std::vector<double> resized_length;  // per axis: in * scale, or the requested size
   std::vector<int64_t> output_sizes;
+  bool from_sizes = false;  // the sizes input was given (scales derived from it)
 };
 
 // Maps output index `j` of an axis back to a (fractional) input coordinate.
@@ -140,12 +142,14 @@ bool isPowerOfTwo(double v) {
   return v > 0 && std::frexp(v, &exponent) == 0.5;
 }
 
-// The spatial resizes of an (N, C, H, W) float tensor that ATen's 2-D kernels compute exactly as
-// ONNX defines them, in one pass that reads channels-last inputs in place (the per-axis blend
+// The spatial resizes of an (N, C, H, W) float tensor computed in one pass (the per-axis blend
 // below made six passes per axis: 15 of the zoo U-Net's 30 ms at batch 100).
-// - linear, half_pixel (and pytorch_half_pixel past one pixel): upsample_bilinear2d without
-//   align_corners maps (x + 0.5) / scale - 0.5 and clamps to the border as ONNX's taps do;
-// - linear, align_corners, when the resized length is the output size;
+// - linear, float32: ONNX Runtime's own bilinear kernel, bit for bit (ort_bilinear.h), for the
+//   coordinate modes where ORT and ONNX map coordinates alike: all but tf_crop_and_resize, and
+//   pytorch_half_pixel and align_corners only when the resized length is the output size;
+// - linear, double: upsample_bilinear2d for half_pixel (and pytorch_half_pixel past one pixel),
+//   which maps (x + 0.5) / scale - 0.5 and clamps to the border as ONNX's taps do, and for
+//   align_corners when the resized length is the output size;
 // - nearest, asymmetric, floor (Upsample, torch's nearest export) by a power of two, where
 //   ATen's float 1/scale is exact.
 std::optional<at::Tensor> resize2d(const at::Tensor& input, const ResizePlan& plan) {
@@ -158,12 +162,22 @@ std::optional<at::Tensor> resize2d(const at::Tensor& input, const ResizePlan& pl
   }
   const std::vector<int64_t> out = {plan.output_sizes[2], plan.output_sizes[3]};
   const std::string& m = plan.coordinate_mode;
+  const bool resized_to_output = plan.resized_length[2] == static_cast<double>(out[0]) &&
+                                 plan.resized_length[3] == static_cast<double>(out[1]);
+  if (plan.mode == "linear" && input.scalar_type() == at::kFloat && ops::ortBilinearCovers(m) &&
+      (resized_to_output || (m != "pytorch_half_pixel" && m != "align_corners"))) {
+    // ORT's float scales: the given ones, or out / in in float when sizes were given.
+    const auto scale = [&](int64_t axis) {
+      return plan.from_sizes
+                 ? static_cast<float>(out[axis - 2]) / static_cast<float>(input.size(axis))
+                 : static_cast<float>(plan.scales[axis]);
+    };
+    return ops::ortBilinear(input, out[0], out[1], scale(2), scale(3), m);
+  }
   if (plan.mode == "linear") {
     const bool half_pixel =
         m == "half_pixel" || (m == "pytorch_half_pixel" && out[0] > 1 && out[1] > 1);
-    const bool align_corners = m == "align_corners" &&
-                               plan.resized_length[2] == static_cast<double>(out[0]) &&
-                               plan.resized_length[3] == static_cast<double>(out[1]);
+    const bool align_corners = m == "align_corners" && resized_to_output;
     if (!half_pixel && !align_corners) return std::nullopt;
     return at::upsample_bilinear2d(
         input, out, align_corners,
@@ -294,6 +308,7 @@ void planSizes(const OpContext& ctx, ResizePlan& plan, at::IntArrayRef in,
       plan.output_sizes.push_back(n);
     }
   }
+  plan.from_sizes = sizes != nullptr;
 }
 
 std::vector<at::Tensor> resize(const OpContext& ctx) {
