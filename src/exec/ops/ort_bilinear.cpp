@@ -67,6 +67,37 @@ at::Tensor bilinearOps(const at::Tensor& x, const AxisTaps& ty, const AxisTaps& 
          (dx2 * dy1) * rows2.index_select(3, x1) + (dx1 * dy1) * rows2.index_select(3, x2);
 }
 
+// A channels-last image read and written in place (convolutions hand those over): the same
+// weights and sums per pixel, over its channels at once.
+at::Tensor channelsLast(const at::Tensor& x, int64_t out_h, int64_t out_w, const AxisTaps& ty,
+                        const AxisTaps& tx) {
+  const int64_t n = x.size(0), channels = x.size(1), in_h = x.size(2), in_w = x.size(3);
+  at::Tensor y = at::empty({n, channels, out_h, out_w},
+                           x.options().memory_format(at::MemoryFormat::ChannelsLast));
+  const float* src = x.data_ptr<float>();
+  float* dst = y.data_ptr<float>();
+  at::parallel_for(0, n * out_h, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t row = begin; row < end; ++row) {
+      const int64_t image = row / out_h, r = row % out_h;
+      const float* row1 = src + (image * in_h + ty.lower[r]) * in_w * channels;
+      const float* row2 = src + (image * in_h + ty.upper[r]) * in_w * channels;
+      const float dy1 = ty.d1[r], dy2 = ty.d2[r];
+      for (int64_t c = 0; c < out_w; ++c) {
+        const float w11 = tx.d2[c] * dy2, w21 = tx.d1[c] * dy2;
+        const float w12 = tx.d2[c] * dy1, w22 = tx.d1[c] * dy1;
+        const float* x11 = row1 + tx.lower[c] * channels;
+        const float* x21 = row1 + tx.upper[c] * channels;
+        const float* x12 = row2 + tx.lower[c] * channels;
+        const float* x22 = row2 + tx.upper[c] * channels;
+        float* out = dst + (row * out_w + c) * channels;
+        for (int64_t k = 0; k < channels; ++k)
+          out[k] = w11 * x11[k] + w21 * x21[k] + w12 * x12[k] + w22 * x22[k];
+      }
+    }
+  });
+  return y;
+}
+
 }  // namespace
 
 bool ortBilinearCovers(const std::string& mode) {
@@ -81,6 +112,9 @@ at::Tensor ortBilinear(const at::Tensor& input, int64_t out_h, int64_t out_w, fl
   const AxisTaps tx = axisTaps(in_w, out_w, scale_w, coordinate_mode);
   if (input.requires_grad()) return bilinearOps(input, ty, tx);
 
+  if (input.is_contiguous(at::MemoryFormat::ChannelsLast) && input.size(1) > 1) {
+    return channelsLast(input, out_h, out_w, ty, tx);
+  }
   const at::Tensor x = input.contiguous();
   at::Tensor y = at::empty({input.size(0), input.size(1), out_h, out_w}, x.options());
   const float* src = x.data_ptr<float>();

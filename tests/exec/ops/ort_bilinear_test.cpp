@@ -1,8 +1,8 @@
 // The built-in bilinear Resize against ONNX Runtime itself, bit for bit: on plateaus of equal
 // quantized levels (where the order of the blend shows in the last bit, and an Equal of a map
 // with its MaxPool turns on it), at integral and fractional scales up and down, from sizes and
-// from scales, in every coordinate mode ORT computes alike; the autograd path gives the same bits
-// and its gradient sums to the number of outputs each input feeds.
+// from scales, in every coordinate mode ORT computes alike; the autograd path and channels-last
+// images give the same bits, and the gradient sums to the number of outputs each input feeds.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
@@ -97,6 +97,11 @@ TEST(OrtBilinear, TheAutogradPathGivesTheSameBitsAndItsGradient) {
   const at::Tensor leaf = x.clone().requires_grad_(true);
   const at::Tensor traced = ops::ortBilinear(leaf, 19, 23, 19.0f / 8, 23.0f / 10, "half_pixel");
   EXPECT_TRUE(at::equal(traced.detach(), plain));
+  // A channels-last image (as convolutions hand them over) gives the same bits, channels-last.
+  const at::Tensor nhwc = ops::ortBilinear(x.contiguous(at::MemoryFormat::ChannelsLast), 19, 23,
+                                           19.0f / 8, 23.0f / 10, "half_pixel");
+  EXPECT_TRUE(nhwc.is_contiguous(at::MemoryFormat::ChannelsLast));
+  EXPECT_TRUE(at::equal(nhwc, plain));
   // Each output's four weights sum to one (within rounding), so the gradient of the sum of all
   // outputs sums to their count.
   traced.sum().backward();
