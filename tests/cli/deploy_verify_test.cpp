@@ -14,18 +14,13 @@
 #include "ir/onnx_import.h"
 #include "support/cli_runner.h"
 #include "support/onnx_builder.h"
+#include "support/ort_dir.h"
 
 namespace qforge::testing {
 namespace {
 
 std::string zoo(const std::string& name) {
   return std::string(QFORGE_SOURCE_DIR) + "/models/zoo/" + name + ".onnx";
-}
-
-std::string ortEnv() {
-  const char* dir = std::getenv("QFORGE_ORT_DIR");
-  return "QFORGE_ORT_DIR=" +
-         (dir && *dir ? std::string(dir) : std::string(QFORGE_BINARY_DIR) + "/ort");
 }
 
 // Quantizes the zoo ResNet for `backend` into a new directory (2 calibration batches).

@@ -13,17 +13,13 @@
 #include "data/npy.h"
 #include "ir/onnx_export.h"
 #include "ir/onnx_import.h"
+#include "support/cli_json.h"
 #include "support/cli_runner.h"
 #include "support/onnx_builder.h"
+#include "support/ort_dir.h"
 
 namespace qforge::testing {
 namespace {
-
-std::string ortEnv() {
-  const char* dir = std::getenv("QFORGE_ORT_DIR");
-  return "QFORGE_ORT_DIR=" +
-         (dir && *dir ? std::string(dir) : std::string(QFORGE_BINARY_DIR) + "/ort");
-}
 
 // x [1,1,4,4] -> Conv 3x3 (pad 1) -> * Cast(gain) -> Sigmoid -> y [1,1,4,4].
 std::string gainMapModel(const std::string& dir) {
@@ -45,13 +41,6 @@ std::string gainMapModel(const std::string& dir) {
 }
 
 const char kData[] = "'x=random:normal,count=12,seed=4;gain=const:2'";
-
-nlohmann::json jsonOf(const CliResult& r) {
-  const size_t start = r.out.find('{');
-  EXPECT_NE(start, std::string::npos) << r.out;
-  return start == std::string::npos ? nlohmann::json::object()
-                                    : nlohmann::json::parse(r.out.substr(start));
-}
 
 // The gain map quantized for TensorRT on kData into `out`; its exit code.
 int quantizeGainMap(const std::string& model, const std::string& out) {

@@ -13,24 +13,13 @@
 #include "data/npy.h"
 #include "ir/onnx_export.h"
 #include "ir/onnx_import.h"
+#include "support/cli_json.h"
 #include "support/cli_runner.h"
 #include "support/onnx_builder.h"
+#include "support/ort_dir.h"
 
 namespace qforge::testing {
 namespace {
-
-std::string ortEnv() {
-  const char* dir = std::getenv("QFORGE_ORT_DIR");
-  return "QFORGE_ORT_DIR=" +
-         (dir && *dir ? std::string(dir) : std::string(QFORGE_BINARY_DIR) + "/ort");
-}
-
-nlohmann::json jsonOf(const CliResult& r) {
-  const size_t start = r.out.find('{');
-  EXPECT_NE(start, std::string::npos) << r.out;
-  return start == std::string::npos ? nlohmann::json::object()
-                                    : nlohmann::json::parse(r.out.substr(start));
-}
 
 // x [3,4] -> MatMul [4,5] -> Relu -> y [3,5]; s = ReduceSum(x) over everything, a scalar that
 // only a whole sample gives: three rows of three samples would sum other values.

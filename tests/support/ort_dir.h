@@ -12,4 +12,9 @@ inline std::string testOrtDir() {
   return dir && *dir ? dir : std::string(QFORGE_BINARY_DIR) + "/ort";
 }
 
+// The environment assignment that points a CLI run (runCli's `env`) at that directory.
+inline std::string ortEnv() {
+  return "QFORGE_ORT_DIR=" + testOrtDir();
+}
+
 }  // namespace qforge::testing
