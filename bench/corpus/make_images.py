@@ -4,10 +4,13 @@ pictures Debian's python3-skimage ships (skimage.data), resized to the model's i
 per sample (float32, no batch axis) in OUT_DIR.
 
   /usr/bin/python3 bench/corpus/make_images.py OUT_DIR --shape 3,320,320 [--layout nchw|nhwc]
-      [--count 64] [--norm imagenet|unit|pm1|raw255] [--seed 0]
+      [--count 64] [--norm imagenet|unit|pm1|raw255] [--seed 0] [--pictures photos|text]
 
 --shape is the sample shape in the model's layout (channels 1, 3 or 4; a 4th channel is alpha,
 all 1). --norm: imagenet (mean/std), unit ([0, 1]), pm1 ([-1, 1]), raw255 ([0, 255]).
+--pictures text takes skimage's two pictures of printed text (`text`, `page`) instead of the
+photographs, cropped at the input's aspect ratio and never mirrored, so that lines of text keep
+their shape: what an OCR model's detector and line recogniser see.
 """
 import argparse
 import os
@@ -21,24 +24,30 @@ COLOUR = ["astronaut", "chelsea", "coffee", "hubble_deep_field", "immunohistoche
 GREY = ["camera", "coins", "moon", "brick", "grass", "gravel"]
 
 
-def photographs():
-    for name in COLOUR + GREY:
+TEXT = ["text", "page"]
+
+
+def photographs(names):
+    for name in names:
         im = getattr(skimage.data, name)()
         if im.ndim == 2:
             im = np.stack([im] * 3, axis=-1)
         yield im[..., :3].astype(np.float32) / 255.0
 
 
-def crops(count, height, width, rng):
-    pictures = list(photographs())
+def crops(count, height, width, rng, names=COLOUR + GREY, keep_aspect=False):
+    pictures = list(photographs(names))
     for i in range(count):
         im = pictures[i % len(pictures)]
         h, w = im.shape[:2]
         side = rng.uniform(0.5, 1.0)  # a crop of 50-100% of the shorter side
         ch, cw = int(min(h, w) * side), int(min(h, w) * side)
+        if keep_aspect:  # the largest crop of the input's aspect, scaled by `side`
+            ch = int(min(h, w * height / width) * side)
+            cw = min(w, int(round(ch * width / height)))
         y, x = rng.integers(0, h - ch + 1), rng.integers(0, w - cw + 1)
         crop = im[y:y + ch, x:x + cw]
-        if rng.random() < 0.5:
+        if rng.random() < 0.5 and not keep_aspect:  # text is not read mirrored
             crop = crop[:, ::-1]
         yield skimage.transform.resize(crop, (height, width), anti_aliasing=True).astype(np.float32)
 
@@ -62,6 +71,7 @@ def main():
     p.add_argument("--count", type=int, default=64)
     p.add_argument("--norm", default="imagenet", choices=["imagenet", "unit", "pm1", "raw255"])
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--pictures", default="photos", choices=["photos", "text"])
     a = p.parse_args()
     dims = [int(d) for d in a.shape.split(",")]
     channels, height, width = (dims if a.layout == "nchw" else [dims[2], dims[0], dims[1]])
@@ -69,7 +79,9 @@ def main():
         raise SystemExit(f"make_images.py: {channels} channels; only 1, 3 or 4 are images")
     os.makedirs(a.out, exist_ok=True)
     rng = np.random.default_rng(a.seed)
-    for i, rgb in enumerate(crops(a.count, height, width, rng)):
+    text = a.pictures == "text"
+    for i, rgb in enumerate(crops(a.count, height, width, rng, TEXT if text else COLOUR + GREY,
+                                  keep_aspect=text)):
         x = normalise(rgb, a.norm)
         if channels == 1:
             x = x.mean(axis=-1, keepdims=True)
