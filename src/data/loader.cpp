@@ -30,7 +30,19 @@ bool matches(const std::vector<int64_t>& shape, const std::vector<int64_t>& patt
   return true;
 }
 
+// The model input's whole shape: its fixed first dim in front of the per-sample shape.
+std::vector<int64_t> wholeShape(const InputSpec& in, int64_t batch_multiple) {
+  std::vector<int64_t> full = in.shape;
+  full.insert(full.begin(), batch_multiple);
+  return full;
+}
+
 }  // namespace
+
+bool hasWholeShape(const InputSpec& in, const at::Tensor& sample, int64_t batch_multiple) {
+  return batch_multiple > 1 && in.batched && sample.defined() &&
+         matches(sample.sizes().vec(), wholeShape(in, batch_multiple));
+}
 
 std::vector<int64_t> shuffledIndices(int64_t n, uint64_t seed) {
   std::vector<int64_t> order(n);
@@ -95,10 +107,8 @@ void BatchLoader::findWholeSampleInputs() {
   for (InputSpec& in : options_.inputs) {
     if (!in.batched) continue;
     const auto it = s.inputs.find(in.name);
-    const at::Tensor& t = it != s.inputs.end() ? it->second : s.input;
-    std::vector<int64_t> full = in.shape;
-    full.insert(full.begin(), options_.batch_multiple);
-    in.whole = t.defined() && matches(t.sizes().vec(), full);
+    in.whole =
+        hasWholeShape(in, it != s.inputs.end() ? it->second : s.input, options_.batch_multiple);
     (in.whole ? whole : rows).push_back("'" + in.name + "'");
   }
   if (whole.empty() || rows.empty()) return;
@@ -170,8 +180,7 @@ std::map<std::string, at::Tensor> BatchLoader::arraysOf(const Sample& s) const {
                                   "the sample has shape " + shapeString(t.sizes().vec()));
       t = t.reshape({});
     } else if (in.whole) {
-      std::vector<int64_t> full = in.shape;
-      full.insert(full.begin(), options_.batch_multiple);
+      const std::vector<int64_t> full = wholeShape(in, options_.batch_multiple);
       if (!matches(t.sizes().vec(), full)) {
         throw Error(origin + ": sample shape " + shapeString(t.sizes().vec()) +
                     " does not match the model input '" + in.name + "' " + shapeString(full) +

@@ -90,6 +90,10 @@ class BatchLoader {
   int64_t position_ = 0;
 };
 
+// Whether `sample` of the model input `in` has the input's whole shape: its per-sample shape with
+// the model's fixed first dim `batch_multiple` in front (InputSpec::whole: no batch axis).
+bool hasWholeShape(const InputSpec& in, const at::Tensor& sample, int64_t batch_multiple);
+
 // The noise LoaderOptions::noise_sigma scales for dataset sample `index` (standard normal).
 at::Tensor sampleNoise(at::IntArrayRef shape, uint64_t seed, int64_t index);
 

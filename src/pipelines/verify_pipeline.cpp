@@ -25,8 +25,7 @@ int64_t boundedBatch(const Graph& graph, data::Dataset& dataset, int64_t batch) 
   // Samples of an input's whole shape (no batch axis) are one run each: no multiple to keep.
   for (const data::InputSpec& in : algos::modelInputs(graph)) {
     const auto it = first.inputs.find(in.name);
-    const at::Tensor& t = it != first.inputs.end() ? it->second : first.input;
-    if (in.batched && t.defined() && t.dim() == static_cast<int64_t>(in.shape.size()) + 1)
+    if (data::hasWholeShape(in, it != first.inputs.end() ? it->second : first.input, fixed))
       fixed = 1;
   }
   const int64_t fits = std::max<int64_t>(1, kStepBytes / std::max<int64_t>(bytes, 1));

@@ -20,11 +20,6 @@
 
 namespace qforge::verify {
 
-const Comparison* exactQdqEmulation(const std::vector<Comparison>& comparisons,
-                                    const VerifyOptions& options) {
-  return exactEmulation(comparisons, options, "qdq");
-}
-
 const Comparison* exactEmulation(const std::vector<Comparison>& comparisons,
                                  const VerifyOptions& options, const std::string& model) {
   for (const Comparison& c : comparisons) {
@@ -112,7 +107,7 @@ class Verifier {
     max_abs_sim_.assign(outputs_.size(), 0.0);
     while (auto batch = loader.next()) {
       report.batch = std::max<int64_t>(report.batch, static_cast<int64_t>(batch->indices.size()));
-      step(*batch, static_cast<int64_t>(batch->indices.size()));
+      step(*batch);
       report.samples += static_cast<int64_t>(batch->indices.size());
     }
     require(report.samples > 0, "verify needs at least one input sample");
@@ -180,7 +175,8 @@ class Verifier {
   }
 
   // One batch through every path, into the accuracies and the comparisons.
-  void step(const data::Batch& batch, int64_t samples) {
+  void step(const data::Batch& batch) {
+    const auto samples = static_cast<int64_t>(batch.indices.size());
     const TensorMap feeds = algos::feedsOf(batch, model_.graph());
     const TensorMap sim = algos::runInBatches(model_.executor(), feeds, outputs_, fixed_);
     for (size_t i = 0; i < outputs_.size(); ++i) {
@@ -377,7 +373,7 @@ void Verifier::judge(VerifyReport& report) const {
   // is known to the level; the float simulation then differs from that integer arithmetic by the
   // kernels' requantization rounding, which grows with depth. That comparison keeps its SQNR,
   // cosine and top-1 criteria, and its difference in steps is reported rather than judged.
-  const Comparison* exact_emulation = exactQdqEmulation(report.comparisons, options_);
+  const Comparison* exact_emulation = exactEmulation(report.comparisons, options_, "qdq");
   const bool qdq_carried =
       std::any_of(report.comparisons.begin(), report.comparisons.end(),
                   [](const Comparison& c) { return carriedRoundingCause(c).has_value(); });

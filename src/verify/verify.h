@@ -123,14 +123,12 @@ struct VerifyReport {
   std::vector<std::string> failures;  // which criterion failed, with the figure
 };
 
-// The comparison of ONNX Runtime's QDQ model with qforge's integer emulation when every output
-// meets the emulation criteria (exact share, largest difference), else nullptr. Verify then
-// judges that comparison, and reports rather than judges the simulation's difference in steps:
-// the runtime computes exactly what the emulation does, and the float simulation differs from
-// that integer arithmetic by the kernels' requantization rounding.
-const Comparison* exactQdqEmulation(const std::vector<Comparison>& comparisons,
-                                    const VerifyOptions& options);
-// The same for `model` ("qdq" or "qoperator").
+// The comparison of ONNX Runtime's `model` ("qdq" or "qoperator") with qforge's integer emulation
+// when every output meets the emulation criteria (exact share, largest difference), else nullptr.
+// For the QDQ model verify then judges that comparison, and reports rather than judges the
+// simulation's difference in steps: the runtime computes exactly what the emulation does, and
+// the float simulation differs from that integer arithmetic by the kernels' requantization
+// rounding.
 const Comparison* exactEmulation(const std::vector<Comparison>& comparisons,
                                  const VerifyOptions& options, const std::string& model);
 

@@ -103,14 +103,6 @@ TEST(UnbatchedInputCli, SamplesOfTheWholeInputShapeRunOnePerRun) {
 std::string thresholdModel(const std::string& dir) {
   OnnxBuilder b;
   b.input("x", onnx::TensorProto::FLOAT, {-1, 4}).output("z", onnx::TensorProto::INT64, {2, -1});
-  b.model()
-      .mutable_graph()
-      ->mutable_input(0)
-      ->mutable_type()
-      ->mutable_tensor_type()
-      ->mutable_shape()
-      ->mutable_dim(0)
-      ->set_dim_param("batch");
   b.initializer("w", at::linspace(-1, 1, 12).reshape({4, 3}));
   b.initializer("t", at::tensor(0.3f));
   b.node("MatMul", {"x", "w"}, {"y"}, "matmul");

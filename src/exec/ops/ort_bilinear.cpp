@@ -67,16 +67,13 @@ at::Tensor bilinearOps(const at::Tensor& x, const AxisTaps& ty, const AxisTaps& 
          (dx2 * dy1) * rows2.index_select(3, x1) + (dx1 * dy1) * rows2.index_select(3, x2);
 }
 
-// A channels-last image read and written in place (convolutions hand those over): the same
-// weights and sums per pixel, over its channels at once.
-at::Tensor channelsLast(const at::Tensor& x, int64_t out_h, int64_t out_w, const AxisTaps& ty,
-                        const AxisTaps& tx) {
-  const int64_t n = x.size(0), channels = x.size(1), in_h = x.size(2), in_w = x.size(3);
-  at::Tensor y = at::empty({n, channels, out_h, out_w},
-                           x.options().memory_format(at::MemoryFormat::ChannelsLast));
-  const float* src = x.data_ptr<float>();
-  float* dst = y.data_ptr<float>();
-  at::parallel_for(0, n * out_h, 1, [&](int64_t begin, int64_t end) {
+// Images laid out [images, H, W, channels], blended pixel by pixel over their channels: a
+// channels-last batch as it lies (convolutions hand those over), or a contiguous NCHW one as
+// N * C images of one channel. Each weight is the kernel's product of distances, and the four
+// terms are added in its order.
+void blend(const float* src, float* dst, int64_t images, int64_t channels, int64_t in_h,
+           int64_t in_w, int64_t out_h, int64_t out_w, const AxisTaps& ty, const AxisTaps& tx) {
+  at::parallel_for(0, images * out_h, 1, [&](int64_t begin, int64_t end) {
     for (int64_t row = begin; row < end; ++row) {
       const int64_t image = row / out_h, r = row % out_h;
       const float* row1 = src + (image * in_h + ty.lower[r]) * in_w * channels;
@@ -95,7 +92,6 @@ at::Tensor channelsLast(const at::Tensor& x, int64_t out_h, int64_t out_w, const
       }
     }
   });
-  return y;
 }
 
 }  // namespace
@@ -112,30 +108,14 @@ at::Tensor ortBilinear(const at::Tensor& input, int64_t out_h, int64_t out_w, fl
   const AxisTaps tx = axisTaps(in_w, out_w, scale_w, coordinate_mode);
   if (input.requires_grad()) return bilinearOps(input, ty, tx);
 
-  if (input.is_contiguous(at::MemoryFormat::ChannelsLast) && input.size(1) > 1) {
-    return channelsLast(input, out_h, out_w, ty, tx);
-  }
-  const at::Tensor x = input.contiguous();
-  at::Tensor y = at::empty({input.size(0), input.size(1), out_h, out_w}, x.options());
-  const float* src = x.data_ptr<float>();
-  float* dst = y.data_ptr<float>();
-  const int64_t planes = input.size(0) * input.size(1);
-  at::parallel_for(0, planes, 1, [&](int64_t begin, int64_t end) {
-    for (int64_t p = begin; p < end; ++p) {
-      const float* in = src + p * in_h * in_w;
-      float* out = dst + p * out_h * out_w;
-      for (int64_t r = 0; r < out_h; ++r) {
-        const float* row1 = in + ty.lower[r] * in_w;
-        const float* row2 = in + ty.upper[r] * in_w;
-        const float dy1 = ty.d1[r], dy2 = ty.d2[r];
-        for (int64_t c = 0; c < out_w; ++c) {
-          const float dx1 = tx.d1[c], dx2 = tx.d2[c];
-          out[r * out_w + c] = dx2 * dy2 * row1[tx.lower[c]] + dx1 * dy2 * row1[tx.upper[c]] +
-                               dx2 * dy1 * row2[tx.lower[c]] + dx1 * dy1 * row2[tx.upper[c]];
-        }
-      }
-    }
-  });
+  const int64_t n = input.size(0), channels = input.size(1);
+  const bool nhwc = !input.is_contiguous() && input.is_contiguous(at::MemoryFormat::ChannelsLast);
+  const at::Tensor x = nhwc ? input : input.contiguous();
+  at::Tensor y = at::empty({n, channels, out_h, out_w},
+                           x.options().memory_format(nhwc ? at::MemoryFormat::ChannelsLast
+                                                          : at::MemoryFormat::Contiguous));
+  blend(x.data_ptr<float>(), y.data_ptr<float>(), nhwc ? n : n * channels, nhwc ? channels : 1,
+        in_h, in_w, out_h, out_w, ty, tx);
   return y;
 }
 

@@ -19,7 +19,7 @@ bool ortBilinearCovers(const std::string& coordinate_mode);
 
 // `input` [N, C, H, W] float32 resized to [N, C, out_h, out_w]; scale_h and scale_w are ORT's
 // float scales (given, or out / in when sizes were given). Keeps autograd when the input needs
-// gradients (the same arithmetic in ATen ops), else runs one pass per image plane.
+// gradients (the same arithmetic in ATen ops), else runs one pass, channels-last images in place.
 at::Tensor ortBilinear(const at::Tensor& input, int64_t out_h, int64_t out_w, float scale_h,
                        float scale_w, const std::string& coordinate_mode);
 
