@@ -100,9 +100,10 @@ std::string reportText(const verify::VerifyReport& r) {
     const auto line = [&](const char* what, const verify::Divergence& d) {
       std::snprintf(buf, sizeof(buf), "%.0f", d.max_steps);
       out << "           " << what << ": tensor '" << d.tensor << "'"
-          << (d.quantizer.empty() ? "" : " (quantizer '" + d.quantizer + "')") << ", up to " << buf
-          << " steps, " << percent(d.share_off) << " of it > 1 step (tensor " << d.index + 1
-          << " of " << d.compared << " compared)\n";
+          << (d.quantizer.empty() ? "" : " (quantizer '" + d.quantizer + "')")
+          << (d.ort_writer.empty() ? "" : ", written in ONNX Runtime by " + d.ort_writer)
+          << ", up to " << buf << " steps, " << percent(d.share_off) << " of it > 1 step (tensor "
+          << d.index + 1 << " of " << d.compared << " compared)\n";
     };
     const auto cause = [&](const verify::Divergence& d) {
       const std::string why =

@@ -130,6 +130,26 @@ OrtRunner::OrtRunner(OrtRunnerOptions options) : options_(std::move(options)) {
   }
 }
 
+void OrtRunner::saveOptimized(const std::string& model_path, const std::string& out_path) const {
+  std::error_code ec;
+  require(fs::is_regular_file(model_path, ec), "'" + model_path + "': no such model file");
+  TempDir dir("ort");
+  const std::string script = dir.file("run_model.js");
+  writeFileAtomically(script, kRunnerScript);
+  const std::vector<std::string> argv = {node_path_,         script,
+                                         "--ort-dir",        options_.ort_dir,
+                                         "--model",          model_path,
+                                         "--optimization",   toString(options_.optimization),
+                                         "--threads",        std::to_string(options_.threads),
+                                         "--save-optimized", out_path};
+  const ProcessResult result = runProcess(argv, options_.timeout_seconds);
+  if (result.timed_out || !WIFEXITED(result.status) || WEXITSTATUS(result.status) != 0) {
+    throw Error(failureMessage(result, model_path, options_.timeout_seconds));
+  }
+  require(fs::is_regular_file(out_path, ec),
+          "ONNX Runtime wrote no optimized model for '" + model_path + "'");
+}
+
 TensorMap OrtRunner::run(const std::string& model_path, const TensorMap& feeds,
                          const std::vector<std::string>& outputs) const {
   std::error_code ec;

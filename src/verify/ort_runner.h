@@ -49,6 +49,13 @@ class OrtRunner {
   TensorMap run(const std::string& model_path, const TensorMap& feeds,
                 const std::vector<std::string>& outputs = {}) const;
 
+  // Writes to `out_path` the graph ONNX Runtime runs for `model_path` after its optimizations at
+  // this runner's level (QDQ fusions, int8 -> uint8 conversion, layout changes). Run with
+  // optimization disabled it computes what the model does, bit for bit, and exposing its tensors
+  // as outputs changes nothing, which exposing them in `model_path` can (ORT does not fuse a
+  // QuantizeLinear whose output is a graph output). Throws qforge::Error as run() does.
+  void saveOptimized(const std::string& model_path, const std::string& out_path) const;
+
   const OrtRunnerOptions& options() const { return options_; }
   const std::string& ortDir() const { return options_.ort_dir; }
   const std::string& nodePath() const { return node_path_; }

@@ -14,13 +14,16 @@
 #include "ir/onnx_import.h"
 #include "passes/fake_quantize_node.h"
 #include "quant/qscheme.h"
+#include "verify/ort_observed_model.h"
 
 namespace qforge::verify {
 
 namespace {
 
 // ORT's values of `tensors` (intermediate tensors of the exported model `g`) on `feeds`: `g`
-// written again with them as outputs too.
+// written again with them as outputs too. Exposing a value this way can keep ORT from fusing the
+// ops around it: floatGap wants exactly that (the op run unfused); the trace itself reads the
+// tensors from ORT's own graph (OrtObservedModel).
 TensorMap ortIntermediates(const OrtRunner& ort, Graph g, const TensorMap& feeds,
                            const std::vector<std::string>& tensors) {
   for (const std::string& name : tensors) {
@@ -125,7 +128,7 @@ std::vector<std::pair<size_t, size_t>> chunksOf(const std::vector<int64_t>& elem
 // time, held for all samples (one byte each), against the reference executor's values one run of
 // the fixed batch at a time. A tensor is compared once, with the first reference of its shape.
 std::vector<Divergence> compareTensors(const TraceContext& context, Executor& reference,
-                                       const std::string& path, const TensorMap& feeds,
+                                       const OrtObservedModel& ort_model, const TensorMap& feeds,
                                        const std::vector<ComparedTensor>& wanted,
                                        const TensorMap& overrides) {
   std::vector<std::string> reference_names;
@@ -149,13 +152,15 @@ std::vector<Divergence> compareTensors(const TraceContext& context, Executor& re
         ort_names.push_back(wanted[i].tensor);
       chunk_references.push_back(wanted[i].reference);
     }
-    const TensorMap ort = ortIntermediates(context.ort, importOnnxFile(path), feeds, ort_names);
+    const TensorMap ort = ort_model.run(feeds, ort_names);
     std::map<size_t, LevelDifference> differences;  // by index into `wanted`
     auto compare_run = [&](int64_t run, int64_t run_count, TensorMap&& values) {
       for (size_t i = begin; i < end; ++i) {
         const ComparedTensor& c = wanted[i];
         const at::Tensor& value = values.at(c.reference);
-        const at::Tensor got = partOf(ort.at(c.tensor), value, run, run_count);
+        const auto in_ort = ort.find(c.tensor);  // absent: fused away in ORT's graph
+        const at::Tensor got =
+            in_ort == ort.end() ? at::Tensor() : partOf(in_ort->second, value, run, run_count);
         if (run == 0) {
           // The first run decides which reference a shared tensor is compared with.
           if (!got.defined() || compared.count(c.tensor)) continue;
@@ -174,9 +179,9 @@ std::vector<Divergence> compareTensors(const TraceContext& context, Executor& re
     algos::forEachBatchRun(reference, feeds, chunk_references, context.fixed_batch, overrides,
                            compare_run);
     for (const auto& [i, d] : differences) {
-      out.push_back(Divergence{wanted[i].quantizer, wanted[i].tensor, d.maxSteps(),
-                               static_cast<int64_t>(out.size()), 0, d.shareOff(), std::nullopt,
-                               std::nullopt});
+      out.push_back(Divergence{
+          wanted[i].quantizer, wanted[i].tensor, ort_model.writer(wanted[i].tensor), d.maxSteps(),
+          static_cast<int64_t>(out.size()), 0, d.shareOff(), std::nullopt, std::nullopt});
     }
   }
   for (Divergence& d : out)
@@ -372,7 +377,7 @@ RegionBefore regionBefore(const Graph& g, const ComparedTensor& target,
 // quantizers shared by several values are not rerun (the exported model names one tensor for
 // them); the regions of the tensors after them reach through them. Chunked as compareTensors.
 void compareFed(const TraceContext& context, const Graph& g, Executor& reference,
-                const std::string& path, const TensorMap& feeds,
+                const OrtObservedModel& ort_model, const TensorMap& feeds,
                 const std::vector<ComparedTensor>& wanted, const TensorMap& overrides,
                 std::vector<Divergence>& found) {
   const Boundaries boundaries = boundariesOf(wanted);
@@ -424,16 +429,23 @@ void compareFed(const TraceContext& context, const Graph& g, Executor& reference
       }
       regions.emplace(index, std::move(region));
     }
-    const TensorMap ort = ortIntermediates(context.ort, importOnnxFile(path), feeds, ort_names);
+    const TensorMap ort = ort_model.run(feeds, ort_names);
+    const auto ort_levels = [&ort](const std::string& tensor) {
+      const auto it = ort.find(tensor);  // absent: fused away in ORT's graph
+      return it == ort.end() ? at::Tensor() : it->second;
+    };
 
     int64_t run_index = 0;
     std::map<size_t, LevelDifference> differences;
     std::set<size_t> unaligned;
+    std::set<std::string> unfed;  // boundaries ORT gave no levels of, by reference value
     HookScope hooks(reference);
     for (const auto& [value, role] : roles) {
       hooks.add(value, [&, role = role](const Value&, const at::Tensor& t) {
         if (role.compared != nullptr) {
-          const at::Tensor got = partOf(ort.at(role.compared->tensor), t, run_index, runs);
+          const at::Tensor in_ort = ort_levels(role.compared->tensor);
+          const at::Tensor got =
+              in_ort.defined() ? partOf(in_ort, t, run_index, runs) : at::Tensor();
           if (got.defined()) {
             differences[role.found_index].add(t, got, role.compared->scale,
                                               role.compared->zero_point);
@@ -442,8 +454,15 @@ void compareFed(const TraceContext& context, const Graph& g, Executor& reference
           }
         }
         if (role.replaced == nullptr) return t;
-        const at::Tensor levels = partOf(ort.at(role.replaced->tensor), t, run_index, runs);
-        if (!levels.defined()) return t;
+        const at::Tensor in_ort = ort_levels(role.replaced->tensor);
+        const at::Tensor levels =
+            in_ort.defined() ? partOf(in_ort, t, run_index, runs) : at::Tensor();
+        if (!levels.defined()) {
+          // Not fed ORT's levels, the reruns reading this value would carry the simulation's
+          // own differences and look like ops that compute differently.
+          unfed.insert(role.replaced->reference);
+          return t;
+        }
         return levels.to(at::kFloat)
             .sub_(static_cast<float>(role.replaced->zero_point))
             .mul_(static_cast<float>(*role.replaced->scale))
@@ -454,10 +473,14 @@ void compareFed(const TraceContext& context, const Graph& g, Executor& reference
                            [&](int64_t run, int64_t, TensorMap&&) { run_index = run + 1; });
     for (auto& [index, difference] : differences) {
       if (unaligned.count(index)) continue;
+      const RegionBefore& region = regions.at(index);
+      const bool all_fed =
+          std::none_of(region.boundary.begin(), region.boundary.end(),
+                       [&](const ComparedTensor* b) { return unfed.count(b->reference) > 0; });
+      if (!all_fed) continue;
       LocalRerun rerun;
       rerun.max_levels = difference.maxSteps();
       rerun.share_off = difference.shareOff();
-      const RegionBefore& region = regions.at(index);
       rerun.fed = static_cast<int64_t>(region.boundary.size());
       for (const Node* n : region.ops) {
         rerun.ops.push_back(n->opType() + " '" +
@@ -651,13 +674,14 @@ std::vector<Divergence> traceQdq(const TraceContext& context, passes::PreparedMo
       break;
     }
   }
+  const OrtObservedModel ort_model(context.ort, path);
   std::vector<Divergence> found =
-      compareTensors(context, model.executor(), path, feeds, wanted, sim_overrides);
+      compareTensors(context, model.executor(), ort_model, feeds, wanted, sim_overrides);
   if (summarize(found).first_difference) {
     // Where levels differ, whether each tensor's own ops make the difference or carry it. ORT
     // refusing the traced copy leaves the trace without it.
     try {
-      compareFed(context, model.graph(), model.executor(), path, feeds, wanted, sim_overrides,
+      compareFed(context, model.graph(), model.executor(), ort_model, feeds, wanted, sim_overrides,
                  found);
     } catch (const Error&) {
     }
@@ -687,7 +711,7 @@ std::vector<Divergence> traceQOperator(const TraceContext& context, const nlohma
                                       std::nullopt, 0, ""});
     }
   }
-  return compareTensors(context, emulator, path, feeds, wanted, {});
+  return compareTensors(context, emulator, OrtObservedModel(context.ort, path), feeds, wanted, {});
 }
 
 TraceSummary summarize(const std::vector<Divergence>& tensors) {

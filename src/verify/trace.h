@@ -40,12 +40,13 @@ struct LocalRerun {
 
 // Where two runs of the same model first differ by more than one quantization step.
 struct Divergence {
-  std::string quantizer;  // the prepared model's quantizer ("" for a QOperator-only tensor)
-  std::string tensor;     // the integer tensor in the exported model
-  double max_steps = 0;   // largest difference on the traced samples, in levels
-  int64_t index = 0;      // position among the compared tensors (graph order)
-  int64_t compared = 0;   // how many tensors were compared
-  double share_off = 0;   // share of its elements more than one level apart
+  std::string quantizer;   // the prepared model's quantizer ("" for a QOperator-only tensor)
+  std::string tensor;      // the integer tensor in the exported model
+  std::string ort_writer;  // what writes it in the graph ORT runs ("QLinearConv 'c_token_3'")
+  double max_steps = 0;    // largest difference on the traced samples, in levels
+  int64_t index = 0;       // position among the compared tensors (graph order)
+  int64_t compared = 0;    // how many tensors were compared
+  double share_off = 0;    // share of its elements more than one level apart
   // QDQ model vs simulation, for the first tensor that differs and the first beyond one level:
   // the values entering its quantizer in both runs (see FloatGap).
   std::optional<FloatGap> float_gap;

@@ -547,9 +547,9 @@ nlohmann::json outputJson(const OutputComparison& o) {
 }
 
 nlohmann::json divergenceJson(const Divergence& d) {
-  nlohmann::json j{{"quantizer", d.quantizer}, {"tensor", d.tensor},
-                   {"max_steps", d.max_steps}, {"index", d.index},
-                   {"compared", d.compared},   {"share_off", d.share_off}};
+  nlohmann::json j{{"quantizer", d.quantizer}, {"tensor", d.tensor}, {"ort_writer", d.ort_writer},
+                   {"max_steps", d.max_steps}, {"index", d.index},   {"compared", d.compared},
+                   {"share_off", d.share_off}};
   if (const std::optional<std::string> cause = differenceCause(d)) {
     j["cause"] = *cause;
     j["float_gap_steps"] = d.float_gap->gap;

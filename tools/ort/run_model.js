@@ -5,6 +5,7 @@
 //   node tools/ort/run_model.js --model M.onnx --input NAME FILE.npy [--input ...] --out-dir DIR
 //        [--output NAME ...] [--batch N] [--optimization disabled|basic|extended|all]
 //        [--threads N] [--ort-dir DIR] [--manifest FILE.json] [--time-runs N [--warmup N]]
+//   node tools/ort/run_model.js --model M.onnx --save-optimized OUT.onnx [--optimization LEVEL]
 //
 // Output i (in --output order, or the model's when none is named) goes to DIR/output_<i>.npy; the
 // manifest lists each output's name, file, type and dims. --batch N runs N rows of every input at
@@ -12,7 +13,10 @@
 // node_modules/onnxruntime-node (default: resolved from this script's directory). Errors are one
 // line on stderr with exit code 1 (2 for bad arguments). --time-runs N times N more runs of the
 // first batch after --warmup untimed ones (default 2) and lists their wall times in the manifest
-// as times_ms: the peer of `qforge run` in bench/executor_speed_table.py.
+// as times_ms: the peer of `qforge run` in bench/executor_speed_table.py. --save-optimized writes
+// the graph ONNX Runtime runs after its optimizations at --optimization (fusions, layout changes)
+// and, without --input, stops there: that file, run with optimization disabled, computes what the
+// model does, and exposing its tensors as outputs no longer changes which fusions fire.
 'use strict';
 const fs = require('fs');
 const path = require('path');
@@ -121,10 +125,13 @@ function parseArgs(argv) {
     else if (flag === '--optimization') args.optimization = value(++i, flag);
     else if (flag === '--time-runs') args.timeRuns = count(value(++i, flag), flag);
     else if (flag === '--warmup') args.warmup = count(value(++i, flag), flag);
+    else if (flag === '--save-optimized') args.saveOptimized = value(++i, flag);
     else throw new UsageError(`unknown argument '${flag}'`);
   }
   if (!args.model) throw new UsageError('--model is required');
-  if (!args.outDir) throw new UsageError('--out-dir is required');
+  if (!args.outDir && !(args.saveOptimized && args.inputs.length === 0)) {
+    throw new UsageError('--out-dir is required');
+  }
   if (!['disabled', 'basic', 'extended', 'all'].includes(args.optimization)) {
     throw new UsageError(`--optimization is disabled, basic, extended or all, not '${args.optimization}'`);
   }
@@ -212,12 +219,14 @@ async function main() {
 
   const options = {graphOptimizationLevel: args.optimization, logSeverityLevel: 3};
   if (args.threads > 0) options.intraOpNumThreads = args.threads;
+  if (args.saveOptimized) options.optimizedModelFilePath = args.saveOptimized;
   let session;
   try {
     session = await ort.InferenceSession.create(args.model, options);
   } catch (e) {
     throw new Error(`'${args.model}': ONNX Runtime cannot load it: ${oneLine(e.message)}`);
   }
+  if (args.saveOptimized && inputs.length === 0) return;
   for (const i of inputs) {
     if (!session.inputNames.includes(i.name)) {
       throw new Error(`'${args.model}' has no input '${i.name}' (inputs: ${session.inputNames.join(', ')})`);

@@ -1,0 +1,285 @@
+#include "verify/ort_observed_model.h"
+
+#include <fstream>
+#include <map>
+
+#include "core/error.h"
+
+namespace qforge::verify {
+
+namespace {
+
+onnx::ModelProto readModel(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  onnx::ModelProto model;
+  require(in && model.ParseFromIstream(&in), "'" + path + "': cannot read it as an ONNX model");
+  return model;
+}
+
+OrtRunner withoutOptimization(const OrtRunner& ort) {
+  OrtRunnerOptions options = ort.options();
+  options.optimization = OrtOptimization::Disabled;
+  return OrtRunner(options);
+}
+
+// The integer a one-element initializer holds (a zero point), nullopt for anything else.
+std::optional<int64_t> scalarInteger(const onnx::TensorProto& t) {
+  int64_t elements = 1;
+  for (int64_t d : t.dims())
+    elements *= d;
+  if (elements != 1) return std::nullopt;
+  if (t.int32_data_size() == 1) return t.int32_data(0);
+  const std::string& raw = t.raw_data();
+  switch (t.data_type()) {
+    case onnx::TensorProto::INT8:
+      if (raw.size() == 1) return static_cast<int8_t>(raw[0]);
+      break;
+    case onnx::TensorProto::UINT8:
+      if (raw.size() == 1) return static_cast<uint8_t>(raw[0]);
+      break;
+    case onnx::TensorProto::INT16:
+    case onnx::TensorProto::UINT16:
+      if (raw.size() == 2) {
+        const uint16_t bits = static_cast<uint16_t>(static_cast<uint8_t>(raw[0]) |
+                                                    (static_cast<uint8_t>(raw[1]) << 8));
+        if (t.data_type() == onnx::TensorProto::UINT16) return bits;
+        return static_cast<int16_t>(bits);
+      }
+      break;
+    default:
+      break;
+  }
+  return std::nullopt;
+}
+
+// The input holding the output zero point of a kernel ORT fuses a QuantizeLinear into.
+std::optional<int> outputZeroPointInput(const std::string& op) {
+  static const std::map<std::string, int> inputs = {{"QLinearConv", 7},
+                                                    {"QLinearMatMul", 7},
+                                                    {"QLinearAdd", 7},
+                                                    {"QLinearMul", 7},
+                                                    {"QGemm", 8},
+                                                    {"QLinearWhere", 8},
+                                                    {"QLinearGlobalAveragePool", 4},
+                                                    {"QLinearAveragePool", 4},
+                                                    {"QLinearLeakyRelu", 4},
+                                                    {"QLinearSigmoid", 4},
+                                                    {"QLinearSoftmax", 4},
+                                                    {"QLinearReduceMean", 4},
+                                                    {"QLinearConcat", 1}};
+  const auto it = inputs.find(op);
+  if (it == inputs.end()) return std::nullopt;
+  return it->second;
+}
+
+bool isChannelsLast(const onnx::NodeProto& n) {
+  for (const onnx::AttributeProto& a : n.attribute()) {
+    if (a.name() == "channels_last") return a.i() != 0;
+  }
+  return false;
+}
+
+}  // namespace
+
+OrtObservedModel::OrtObservedModel(const OrtRunner& ort, const std::string& path)
+    : dir_("ort-observed"), runner_(withoutOptimization(ort)) {
+  const std::string optimized_path = dir_.file("optimized.onnx");
+  ort.saveOptimized(path, optimized_path);
+  exported_ = readModel(path);
+  optimized_ = readModel(optimized_path);
+  for (const onnx::NodeProto& n : exported_.graph().node()) {
+    if (!n.name().empty()) exported_nodes_[n.name()] = &n;
+    for (const std::string& input : n.input())
+      exported_readers_[input].push_back(&n);
+    for (const std::string& output : n.output())
+      exported_writers_[output] = &n;
+  }
+  for (const onnx::NodeProto& n : optimized_.graph().node()) {
+    if (!n.name().empty()) optimized_nodes_[n.name()] = &n;
+    for (const std::string& output : n.output())
+      optimized_writers_[output] = &n;
+  }
+  traceLayouts();
+}
+
+// ORT's layout transformer runs some kernels channels-last (channels_last = 1) between Transposes
+// it inserts, and the elementwise kernels between them take the layout they are given. Walking
+// ORT's graph in order, each tensor's permutation of the model's axes is that of its first input
+// held in another layout, composed with a Transpose's perm, or NHWC's for a channels-last kernel.
+// Layout-free tensors (the model's own) are not listed.
+void OrtObservedModel::traceLayouts() {
+  for (const onnx::NodeProto& n : optimized_.graph().node()) {
+    if (n.output_size() == 0) continue;
+    std::vector<int64_t> perm;
+    // The first input ORT holds in another layout: Paddle's Mul(constant, x) has it second.
+    auto in = layouts_.end();
+    for (const std::string& input : n.input()) {
+      in = layouts_.find(input);
+      if (in != layouts_.end()) break;
+    }
+    if (n.op_type() == "Transpose") {
+      std::vector<int64_t> given;
+      for (const onnx::AttributeProto& a : n.attribute()) {
+        if (a.name() == "perm") given.assign(a.ints().begin(), a.ints().end());
+      }
+      std::vector<int64_t> before(given.size());
+      for (size_t i = 0; i < before.size(); ++i)
+        before[i] = static_cast<int64_t>(i);
+      if (in != layouts_.end() && in->second.size() == given.size()) before = in->second;
+      perm.resize(given.size());
+      for (size_t i = 0; i < given.size(); ++i)
+        perm[i] = given[i] >= 0 && given[i] < static_cast<int64_t>(before.size())
+                      ? before[static_cast<size_t>(given[i])]
+                      : static_cast<int64_t>(i);
+    } else if (isChannelsLast(n)) {
+      perm = {0, 2, 3, 1};  // the 2-D kernels ORT runs channels-last
+    } else if (in != layouts_.end()) {
+      perm = in->second;
+    }
+    bool identity = true;
+    for (size_t i = 0; i < perm.size(); ++i)
+      identity = identity && perm[i] == static_cast<int64_t>(i);
+    if (!identity) layouts_[n.output(0)] = perm;
+  }
+}
+
+// The zero point initializer `name` holds (0 for no name), nullopt when it is no scalar.
+std::optional<int64_t> OrtObservedModel::zeroPointOf(const onnx::ModelProto& model,
+                                                     const std::string& name) const {
+  if (name.empty()) return 0;
+  for (const onnx::TensorProto& t : model.graph().initializer()) {
+    if (t.name() == name) return scalarInteger(t);
+  }
+  return std::nullopt;
+}
+
+// In order: the tensor under its own name; else the input of the DequantizeLinear that read it
+// (ORT keeps that node's name when it renames the tensor, as its int8 -> uint8 conversion does);
+// else the output of the QuantizeLinear that wrote it; else the kernel ORT fused that
+// QuantizeLinear into. Nullopt when none of them is in ORT's graph.
+std::optional<OrtObservedModel::Location> OrtObservedModel::locate(
+    const std::string& tensor) const {
+  const auto with_layout = [this](Location where) {
+    if (auto it = layouts_.find(where.name); it != layouts_.end()) where.perm = it->second;
+    return where;
+  };
+  if (optimized_writers_.count(tensor)) return with_layout(Location{tensor, 0, {}});
+  const auto zero_point = [](const onnx::NodeProto& n) {
+    return n.input_size() > 2 ? n.input(2) : std::string();
+  };
+  std::vector<std::pair<const onnx::NodeProto*, bool>> candidates;  // (exported node, reads it)
+  if (auto it = exported_readers_.find(tensor); it != exported_readers_.end()) {
+    for (const onnx::NodeProto* n : it->second)
+      candidates.emplace_back(n, true);
+  }
+  const onnx::NodeProto* quantize = nullptr;
+  if (auto it = exported_writers_.find(tensor); it != exported_writers_.end()) {
+    candidates.emplace_back(it->second, false);
+    if (it->second->op_type() == "QuantizeLinear") quantize = it->second;
+  }
+  for (const auto& [mine, reads] : candidates) {
+    const std::string op = reads ? "DequantizeLinear" : "QuantizeLinear";
+    if (mine->op_type() != op || mine->name().empty()) continue;
+    if (reads && mine->input(0) != tensor) continue;
+    auto it = optimized_nodes_.find(mine->name());
+    if (it == optimized_nodes_.end() || it->second->op_type() != op) continue;
+    const onnx::NodeProto& theirs = *it->second;
+    const std::optional<int64_t> from = zeroPointOf(exported_, zero_point(*mine));
+    const std::optional<int64_t> to = zeroPointOf(optimized_, zero_point(theirs));
+    if (!from || !to) continue;
+    return with_layout(Location{reads ? theirs.input(0) : theirs.output(0), *from - *to, {}});
+  }
+  if (quantize != nullptr) {
+    if (std::optional<Location> fused = locateFused(*quantize)) return with_layout(*fused);
+  }
+  return std::nullopt;
+}
+
+// ORT names a fused kernel after the op it replaces ("conv", or "conv_token_4" when its layout
+// transformer made it channels-last), and drops the Relu or Clip a QuantizeLinear's range already
+// applies: the ops before `quantize`, back through those, are where to look.
+std::optional<OrtObservedModel::Location> OrtObservedModel::locateFused(
+    const onnx::NodeProto& quantize) const {
+  const std::optional<int64_t> from =
+      zeroPointOf(exported_, quantize.input_size() > 2 ? quantize.input(2) : "");
+  if (!from || quantize.input_size() == 0) return std::nullopt;
+  const onnx::NodeProto* op = nullptr;
+  for (std::string value = quantize.input(0);;) {
+    const auto it = exported_writers_.find(value);
+    if (it == exported_writers_.end()) return std::nullopt;
+    op = it->second;
+    for (const auto& [name, theirs] : optimized_nodes_) {
+      const bool named =
+          !op->name().empty() && (name == op->name() || name.rfind(op->name() + "_token_", 0) == 0);
+      const std::optional<int> zp_input = outputZeroPointInput(theirs->op_type());
+      if (!named || !zp_input || theirs->output_size() == 0) continue;
+      const std::optional<int64_t> to =
+          zeroPointOf(optimized_, theirs->input_size() > *zp_input ? theirs->input(*zp_input) : "");
+      if (to) return Location{theirs->output(0), *from - *to, {}};
+    }
+    if ((op->op_type() != "Relu" && op->op_type() != "Clip") || op->input_size() == 0)
+      return std::nullopt;
+    value = op->input(0);
+  }
+}
+
+TensorMap OrtObservedModel::run(const TensorMap& feeds,
+                                const std::vector<std::string>& tensors) const {
+  onnx::ModelProto traced = optimized_;
+  std::map<std::string, std::string> graph_outputs;
+  for (const onnx::ValueInfoProto& v : traced.graph().output())
+    graph_outputs[v.name()] = v.name();
+  std::vector<std::pair<std::string, Location>> found;
+  std::vector<std::string> names;
+  for (const std::string& tensor : tensors) {
+    const std::optional<Location> where = locate(tensor);
+    if (!where) continue;
+    found.emplace_back(tensor, *where);
+    if (!graph_outputs.count(where->name)) {
+      // Untyped: ORT takes the type its node gives (the optimized graph carries few value_infos).
+      traced.mutable_graph()->add_output()->set_name(where->name);
+      graph_outputs[where->name] = where->name;
+    }
+    names.push_back(where->name);
+  }
+  if (found.empty()) return {};
+  const std::string path = dir_.file("traced.onnx");
+  {
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    require(out && traced.SerializeToOstream(&out), "cannot write '" + path + "'");
+  }
+  TensorMap got = runner_.run(path, feeds, names);
+  TensorMap result;
+  for (const auto& [tensor, where] : found) {
+    at::Tensor t = got.at(where.name);
+    if (!where.perm.empty() && static_cast<int64_t>(where.perm.size()) == t.dim()) {
+      std::vector<int64_t> back(where.perm.size());
+      for (size_t i = 0; i < back.size(); ++i)
+        back[static_cast<size_t>(where.perm[i])] = static_cast<int64_t>(i);
+      t = t.permute(back).contiguous();
+    }
+    result[tensor] = where.shift == 0 ? t : t.to(at::kInt).add_(where.shift);
+  }
+  return result;
+}
+
+std::string OrtObservedModel::writer(const std::string& tensor) const {
+  const std::optional<Location> where = locate(tensor);
+  if (!where) return "";
+  auto it = optimized_writers_.find(where->name);
+  if (it == optimized_writers_.end()) return "";
+  // ORT runs some integer kernels channels-last (QLinearConv on x86) and transposes back: the
+  // kernel is what computed the levels.
+  bool transposed = false;
+  while (it->second->op_type() == "Transpose" && it->second->input_size() > 0) {
+    const auto before = optimized_writers_.find(it->second->input(0));
+    if (before == optimized_writers_.end()) break;
+    it = before;
+    transposed = true;
+  }
+  const onnx::NodeProto& n = *it->second;
+  return n.op_type() + (n.name().empty() ? "" : " '" + n.name() + "'") +
+         (transposed ? " (channels-last, transposed back)" : "");
+}
+
+}  // namespace qforge::verify

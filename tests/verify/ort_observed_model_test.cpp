@@ -1,0 +1,191 @@
+// A trace reads ONNX Runtime's intermediate tensors. Exposed as outputs of the exported file, an
+// int8 QuantizeLinear's output keeps ORT from converting the pair to uint8 and from fusing the
+// Conv before it into a QLinearConv, so the trace would watch another computation than the one
+// verify judges. OrtObservedModel reads them from ORT's own optimized graph instead.
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <map>
+#include <string>
+
+#include "core/error.h"
+#include "ir/onnx_export.h"
+#include "ir/parse.h"
+#include "support/onnx_builder.h"
+#include "support/onnx_validity.h"
+#include "support/ort_dir.h"
+#include "verify/ort_observed_model.h"
+#include "verify/ort_runner.h"
+
+namespace qforge::testing {
+namespace {
+
+constexpr double kInputScale = 0.02, kWeightScale = 0.01, kOutputScale = 0.05;
+
+// int8 activations and weights around a bias-free Conv: the form ORT fuses into QLinearConv.
+// With `pool`, a quantized GlobalAveragePool reads the Conv's levels, so ORT fuses that pair of
+// QuantizeLinear/DequantizeLinear away too (QLinearConv -> QLinearGlobalAveragePool, both
+// channels-last).
+Graph qdqConv(bool expose_levels, bool pool = false) {
+  const std::string tail = pool ? R"(
+    %p = GlobalAveragePool(%yd)  # pool
+    %pq = QuantizeLinear(%p, %sy, %zy)  # p_q
+    %pd = DequantizeLinear(%pq, %sy, %zy)  # p_dq
+    %out = Relu(%pd)  # relu
+    output %out: float32[1,4,1,1]
+  )"
+                                : R"(
+    %out = Relu(%yd)  # relu
+    output %out: float32[1,4,10,9]
+  )";
+  Graph g = parseGraph(std::string(R"(
+    graph qdq_conv
+    opset "" 13
+    input %x: float32[1,3,12,11]
+    init %wq: int8[4,3,3,3]
+    init %sx: float32[] = {0.02}
+    init %zx: int8[] = {0}
+    init %sw: float32[] = {0.01}
+    init %zw: int8[] = {0}
+    init %sy: float32[] = {0.05}
+    init %zy: int8[] = {0}
+    %xq = QuantizeLinear(%x, %sx, %zx)  # x_q
+    %xd = DequantizeLinear(%xq, %sx, %zx)  # x_dq
+    %wd = DequantizeLinear(%wq, %sw, %zw)  # w_dq
+    %c = Conv(%xd, %wd)  # conv
+    %y = QuantizeLinear(%c, %sy, %zy)  # y_q
+    %yd = DequantizeLinear(%y, %sy, %zy)  # y_dq
+  )") + tail + (expose_levels ? "output %y: int8[1,4,10,9]\n" : ""));
+  at::manual_seed(5);
+  g.findValue("wq")->setInitializer(at::randint(-100, 100, {4, 3, 3, 3}).to(at::kChar));
+  return g;
+}
+
+verify::OrtRunner ortAt(verify::OrtOptimization level) {
+  verify::OrtRunnerOptions options;
+  options.ort_dir = testOrtDir();
+  options.optimization = level;
+  return verify::OrtRunner(options);
+}
+
+// Op counts of an ONNX file as written (ORT's optimized graphs hold com.microsoft ops qforge's
+// importer need not know).
+std::map<std::string, int> opCountsOfFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  onnx::ModelProto model;
+  EXPECT_TRUE(model.ParseFromIstream(&in)) << path;
+  std::map<std::string, int> counts;
+  for (const onnx::NodeProto& n : model.graph().node())
+    ++counts[n.op_type()];
+  return counts;
+}
+
+at::Tensor sampleInput() {
+  at::manual_seed(6);
+  return at::randn({1, 3, 12, 11});
+}
+
+TEST(OrtObservedModel, ExposingALevelInTheFileStopsOnnxRuntimeFusingItsConv) {
+  if (!ortAvailable("the observed-model test")) GTEST_SKIP();
+  const std::string dir = makeTempDir("ort_observed");
+  exportOnnxFile(qdqConv(false), dir + "/plain.onnx");
+  exportOnnxFile(qdqConv(true), dir + "/exposed.onnx");
+  const verify::OrtRunner ort = ortAt(verify::OrtOptimization::All);
+  ort.saveOptimized(dir + "/plain.onnx", dir + "/plain.opt.onnx");
+  ort.saveOptimized(dir + "/exposed.onnx", dir + "/exposed.opt.onnx");
+  // What the trace used to run: no QLinearConv once y is an output; what verify judges: one.
+  EXPECT_EQ(opCountsOfFile(dir + "/plain.opt.onnx")["QLinearConv"], 1);
+  EXPECT_EQ(opCountsOfFile(dir + "/exposed.opt.onnx")["QLinearConv"], 0);
+
+  const verify::OrtObservedModel observed(ort, dir + "/plain.onnx");
+  EXPECT_NE(observed.writer("y").find("QLinearConv"), std::string::npos) << observed.writer("y");
+  EXPECT_EQ(observed.writer("xq").rfind("QuantizeLinear", 0), 0u) << observed.writer("xq");
+}
+
+// The Conv's expected levels on `x`: the input on its int8 grid, the product in double, rounded
+// to the output grid; within one level of ORT's (requantization ties).
+void expectConvLevels(const Graph& g, const at::Tensor& x, const at::Tensor& levels) {
+  const at::Tensor xq = (x.to(at::kDouble) / kInputScale).round().clamp(-128, 127);
+  const at::Tensor w = g.findValue("wq")->initializer().to(at::kDouble) * kWeightScale;
+  const at::Tensor want = (at::conv2d(xq * kInputScale, w) / kOutputScale).round().clamp(-128, 127);
+  ASSERT_EQ(levels.sizes(), want.sizes());
+  const at::Tensor apart = (levels.to(at::kDouble) - want).abs();
+  EXPECT_LE(apart.max().item<double>(), 1.0);
+  EXPECT_LT(apart.gt(0).sum().item<int64_t>(), 4) << "of " << apart.numel();
+}
+
+TEST(OrtObservedModel, LevelsAreTheRunsOwnOnTheExportedZeroPoint) {
+  if (!ortAvailable("the observed-model test")) GTEST_SKIP();
+  const std::string dir = makeTempDir("ort_observed");
+  const Graph g = qdqConv(false);
+  exportOnnxFile(g, dir + "/plain.onnx");
+  const verify::OrtRunner ort = ortAt(verify::OrtOptimization::All);
+  const at::Tensor x = sampleInput();
+  const verify::OrtObservedModel observed(ort, dir + "/plain.onnx");
+  const TensorMap got = observed.run({{"x", x}}, {"xq", "y"});
+  ASSERT_EQ(got.count("y"), 1u);
+  const at::Tensor y = got.at("y").to(at::kInt);
+  EXPECT_GE(y.min().item<int>(), -128);
+  EXPECT_LE(y.max().item<int>(), 127);
+
+  // The same run: relu(levels * scale) is the model's output in ORT bit for bit.
+  const at::Tensor out = ort.run(dir + "/plain.onnx", {{"x", x}}).at("out");
+  EXPECT_TRUE(at::equal(at::relu(y.to(at::kFloat) * static_cast<float>(kOutputScale)), out));
+
+  const at::Tensor xq = (x.to(at::kDouble) / kInputScale).round().clamp(-128, 127);
+  EXPECT_TRUE(at::equal(got.at("xq").to(at::kDouble), xq));
+  expectConvLevels(g, x, y);
+}
+
+TEST(OrtObservedModel, AFusedAwayLevelIsTheKernelsOutputInTheModelsLayout) {
+  if (!ortAvailable("the observed-model test")) GTEST_SKIP();
+  const std::string dir = makeTempDir("ort_observed");
+  const Graph g = qdqConv(false, true);
+  exportOnnxFile(g, dir + "/pooled.onnx");
+  const verify::OrtRunner ort = ortAt(verify::OrtOptimization::All);
+  ort.saveOptimized(dir + "/pooled.onnx", dir + "/pooled.opt.onnx");
+  std::map<std::string, int> ops = opCountsOfFile(dir + "/pooled.opt.onnx");
+  // Nothing of y's QuantizeLinear/DequantizeLinear is left: the two kernels pass y between them.
+  EXPECT_EQ(ops["QLinearConv"], 1);
+  EXPECT_EQ(ops["QLinearGlobalAveragePool"], 1);
+  EXPECT_EQ(ops["QuantizeLinear"] + ops["DequantizeLinear"], 2)
+      << "x's QuantizeLinear, p's DequantizeLinear";
+
+  const verify::OrtObservedModel observed(ort, dir + "/pooled.onnx");
+  EXPECT_NE(observed.writer("y").find("QLinearConv"), std::string::npos) << observed.writer("y");
+  const at::Tensor x = sampleInput();
+  const TensorMap got = observed.run({{"x", x}}, {"y", "pq"});
+  ASSERT_EQ(got.count("y"), 1u);
+  // ORT holds y channels-last ([1, 10, 9, 4]); it comes back as the model's [1, 4, 10, 9].
+  expectConvLevels(g, x, got.at("y"));
+  // The pooled levels: the mean of y's, requantized on the same grid, ties at most one off.
+  const at::Tensor pooled = got.at("y").to(at::kDouble).mean({2, 3}, true).round();
+  EXPECT_LE((got.at("pq").to(at::kDouble) - pooled).abs().max().item<double>(), 1.0);
+}
+
+TEST(OrtObservedModel, TensorsOrtDoesNotHaveAreLeftOutAndBadModelsRefused) {
+  if (!ortAvailable("the observed-model test")) GTEST_SKIP();
+  const std::string dir = makeTempDir("ort_observed");
+  exportOnnxFile(qdqConv(false), dir + "/plain.onnx");
+  const verify::OrtRunner ort = ortAt(verify::OrtOptimization::All);
+  const verify::OrtObservedModel observed(ort, dir + "/plain.onnx");
+  const TensorMap got = observed.run({{"x", sampleInput()}}, {"no_such_tensor", "y"});
+  EXPECT_EQ(got.count("no_such_tensor"), 0u);
+  EXPECT_EQ(got.count("y"), 1u);
+  EXPECT_EQ(observed.writer("no_such_tensor"), "");
+
+  {
+    std::ofstream bad(dir + "/bad.onnx");
+    bad << "not a model";
+  }
+  try {
+    verify::OrtObservedModel refused(ort, dir + "/bad.onnx");
+    FAIL() << "ORT's optimized graph of a file that is no model";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("bad.onnx"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace qforge::testing
