@@ -1,5 +1,7 @@
 #include "verify/deployed_parameters.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <map>
@@ -87,6 +89,74 @@ TensorMap runtimeBiases(passes::PreparedModel& model, const nlohmann::json& mani
     out[n->input(2)->name()] =
         (deploy::int32BiasLevels(bias, sx, sw).to(at::kFloat) * deploy::accumulatorScale(sx, sw))
             .to(bias.scalar_type());
+  }
+  return out;
+}
+
+}  // namespace qforge::verify
+
+namespace qforge::verify {
+
+namespace {
+
+// ORT's IsNoBranchPathToQuantizeLinear: one reader after another, Relu or Clip, to a
+// QuantizeLinear.
+bool reachesQuantizeLinearWithoutBranching(const Node& n) {
+  const Node* current = &n;
+  while (true) {
+    if (current->outputs().size() != 1) return false;
+    const std::vector<Use>& uses = current->output(0)->uses();
+    if (uses.size() != 1) return false;
+    const Node* reader = uses[0].node;
+    if (reader->opType() == "QuantizeLinear") return true;
+    if (reader->opType() != "Relu" && reader->opType() != "Clip") return false;
+    current = reader;
+  }
+}
+
+bool isScalarInitializer(const Value* v) {
+  return v != nullptr && v->isInitializer() && v->initializer().numel() == 1;
+}
+
+// A float initializer read by one node alone.
+bool ownFloatInitializer(const Value* v) {
+  return v != nullptr && v->isInitializer() && v->initializer().scalar_type() == at::kFloat &&
+         v->uses().size() == 1;
+}
+
+}  // namespace
+
+TensorMap ortQuantizedWeights(const Graph& exported) {
+  TensorMap out;
+  for (const Node* n : exported.topologicalOrder()) {
+    const std::string& op = n->opType();
+    if (op != "Conv" && op != "ConvTranspose" && op != "Gemm") continue;
+    const Value* x = n->input(0);
+    const Value* w = n->input(1);
+    const Value* b = n->input(2);
+    const Node* dq = x != nullptr ? x->producer() : nullptr;
+    if (dq == nullptr || dq->opType() != "DequantizeLinear" || !isScalarInitializer(dq->input(1)))
+      continue;
+    if (!reachesQuantizeLinearWithoutBranching(*n)) continue;
+    // A weight dequantized already keeps its integers (only a float bias is rounded, which
+    // runtimeBiases covers); ORT skips the node when the bias is no 1-D initializer.
+    if (!ownFloatInitializer(w)) continue;
+    if (b != nullptr && (!b->isInitializer() || b->initializer().dim() != 1)) continue;
+
+    // GetQuantizationParameter<int8_t>: the range widened to zero, over 255 levels.
+    const at::Tensor weight = w->initializer();
+    const float low = std::min(weight.min().item<float>(), 0.0f);
+    const float high = std::max(weight.max().item<float>(), 0.0f);
+    const float scale = high == low ? 1.0f : (high - low) / 255.0f;
+    const float zero_point = std::nearbyint(std::clamp(-128.0f - low / scale, -128.0f, 127.0f));
+    // QuantizeLinear then DequantizeLinear, as ORT folds them on load.
+    const at::Tensor levels = weight.div(scale).round().add(zero_point).clamp(-128, 127);
+    out[w->name()] = levels.sub(zero_point).mul(scale);
+    if (b != nullptr && ownFloatInitializer(b)) {
+      // Round(b / (s_x * s_w)) as int32, dequantized on that scale, all in float.
+      const float bias_scale = dq->input(1)->initializer().to(at::kFloat).item<float>() * scale;
+      out[b->name()] = b->initializer().div(bias_scale).round().mul(bias_scale);
+    }
   }
   return out;
 }

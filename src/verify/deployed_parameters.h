@@ -23,4 +23,13 @@ std::vector<std::string> parameterMismatches(passes::PreparedModel& model,
 // are quantized and whose bias is a float initializer, round(b / (s_x * s_w)) * (s_x * s_w).
 TensorMap runtimeBiases(passes::PreparedModel& model, const nlohmann::json& manifest);
 
+// Float weights ONNX Runtime quantizes on its own (its WeightBiasQuantization transformer, at
+// every optimization level but disabled): a Conv, ConvTranspose or Gemm whose input comes from a
+// per-tensor DequantizeLinear and whose output reaches a QuantizeLinear without branching
+// (through Relu or Clip only) gets its float weight initializer quantized to int8 per tensor
+// (range widened to zero, scale (max - min) / 255, zero point rounded to even) and its float
+// bias to int32 on s_input * that scale. The values ORT computes with, by initializer name in
+// `exported` (a model qforge wrote); an initializer both kinds of node read is left out.
+TensorMap ortQuantizedWeights(const Graph& exported);
+
 }  // namespace qforge::verify

@@ -88,6 +88,28 @@ class Verifier {
           "int32 (scale s_input * s_weight) in the simulation ORT is compared with; the backend "
           "itself keeps them float");
     }
+    if (models.contains("qdq") && options_.ort.optimization != OrtOptimization::Disabled) {
+      // Float weights ORT quantizes itself to int8 (WeightBiasQuantization): what it computes.
+      const Graph qdq = importOnnxFile(fileIn(dir_, models["qdq"].get<std::string>()));
+      std::vector<std::string> requantized;
+      for (auto& [name, value] : ortQuantizedWeights(qdq)) {
+        const Value* mine = model_.graph().findValue(name);
+        if (mine == nullptr || !mine->isInitializer() ||
+            mine->initializer().sizes() != value.sizes()) {
+          continue;
+        }
+        sim_overrides_[name] = value;
+        requantized.push_back(name);
+      }
+      if (!requantized.empty()) {
+        report.notes.push_back(
+            std::to_string(requantized.size()) +
+            " float weights and biases of Conv/ConvTranspose/Gemm between quantized values are "
+            "quantized by ONNX Runtime itself (int8 per tensor, its WeightBiasQuantization); the "
+            "simulation ORT is compared with uses them, the backend keeps them float: " +
+            describeOps(requantized));
+      }
+    }
     if (models.contains("qdq")) {
       runtime_kernels_ = std::make_unique<RuntimeKernels>(
           model_.graph(), importOnnxFile(fileIn(dir_, models["qdq"].get<std::string>())));
@@ -132,6 +154,12 @@ class Verifier {
     // its QDQ transformer has fused the same groups into the same integer kernels.
     if (models.contains("qoperator") && options_.emulation != nullptr) {
       qop_graph_ = std::make_unique<Graph>(importOnnxFile(fileIn(dir_, models["qoperator"])));
+      // ORT quantizes the float weights of the QOperator model's float Conv/Gemm between
+      // quantized values too: the emulation computes with the same values.
+      if (options_.ort.optimization != OrtOptimization::Disabled) {
+        for (auto& [name, value] : ortQuantizedWeights(*qop_graph_))
+          qop_graph_->findValue(name)->setInitializer(value);
+      }
       emulator_ = std::make_unique<Executor>(*qop_graph_, ExecutorOptions{}, *options_.emulation);
     }
     const int64_t k = fixed_ > 0 ? std::max(fixed_, options_.debug_samples / fixed_ * fixed_)
