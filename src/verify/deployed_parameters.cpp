@@ -93,10 +93,6 @@ TensorMap runtimeBiases(passes::PreparedModel& model, const nlohmann::json& mani
   return out;
 }
 
-}  // namespace qforge::verify
-
-namespace qforge::verify {
-
 namespace {
 
 // ORT's IsNoBranchPathToQuantizeLinear: one reader after another, Relu or Clip, to a

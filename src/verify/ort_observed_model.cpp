@@ -2,6 +2,7 @@
 
 #include <fstream>
 #include <map>
+#include <set>
 
 #include "core/error.h"
 
@@ -88,7 +89,6 @@ OrtObservedModel::OrtObservedModel(const OrtRunner& ort, const std::string& path
   exported_ = readModel(path);
   optimized_ = readModel(optimized_path);
   for (const onnx::NodeProto& n : exported_.graph().node()) {
-    if (!n.name().empty()) exported_nodes_[n.name()] = &n;
     for (const std::string& input : n.input())
       exported_readers_[input].push_back(&n);
     for (const std::string& output : n.output())
@@ -99,6 +99,10 @@ OrtObservedModel::OrtObservedModel(const OrtRunner& ort, const std::string& path
     for (const std::string& output : n.output())
       optimized_writers_[output] = &n;
   }
+  for (const onnx::TensorProto& t : exported_.graph().initializer())
+    exported_initializers_[t.name()] = &t;
+  for (const onnx::TensorProto& t : optimized_.graph().initializer())
+    optimized_initializers_[t.name()] = &t;
   traceLayouts();
 }
 
@@ -144,13 +148,12 @@ void OrtObservedModel::traceLayouts() {
 }
 
 // The zero point initializer `name` holds (0 for no name), nullopt when it is no scalar.
-std::optional<int64_t> OrtObservedModel::zeroPointOf(const onnx::ModelProto& model,
-                                                     const std::string& name) const {
+std::optional<int64_t> OrtObservedModel::zeroPointOf(const Initializers& initializers,
+                                                     const std::string& name) {
   if (name.empty()) return 0;
-  for (const onnx::TensorProto& t : model.graph().initializer()) {
-    if (t.name() == name) return scalarInteger(t);
-  }
-  return std::nullopt;
+  const auto it = initializers.find(name);
+  if (it == initializers.end()) return std::nullopt;
+  return scalarInteger(*it->second);
 }
 
 // In order: the tensor under its own name; else the input of the DequantizeLinear that read it
@@ -184,8 +187,8 @@ std::optional<OrtObservedModel::Location> OrtObservedModel::locate(
     auto it = optimized_nodes_.find(mine->name());
     if (it == optimized_nodes_.end() || it->second->op_type() != op) continue;
     const onnx::NodeProto& theirs = *it->second;
-    const std::optional<int64_t> from = zeroPointOf(exported_, zero_point(*mine));
-    const std::optional<int64_t> to = zeroPointOf(optimized_, zero_point(theirs));
+    const std::optional<int64_t> from = zeroPointOf(exported_initializers_, zero_point(*mine));
+    const std::optional<int64_t> to = zeroPointOf(optimized_initializers_, zero_point(theirs));
     if (!from || !to) continue;
     return with_layout(Location{reads ? theirs.input(0) : theirs.output(0), *from - *to, {}});
   }
@@ -201,7 +204,7 @@ std::optional<OrtObservedModel::Location> OrtObservedModel::locate(
 std::optional<OrtObservedModel::Location> OrtObservedModel::locateFused(
     const onnx::NodeProto& quantize) const {
   const std::optional<int64_t> from =
-      zeroPointOf(exported_, quantize.input_size() > 2 ? quantize.input(2) : "");
+      zeroPointOf(exported_initializers_, quantize.input_size() > 2 ? quantize.input(2) : "");
   if (!from || quantize.input_size() == 0) return std::nullopt;
   const onnx::NodeProto* op = nullptr;
   for (std::string value = quantize.input(0);;) {
@@ -214,7 +217,8 @@ std::optional<OrtObservedModel::Location> OrtObservedModel::locateFused(
       const std::optional<int> zp_input = outputZeroPointInput(theirs->op_type());
       if (!named || !zp_input || theirs->output_size() == 0) continue;
       const std::optional<int64_t> to =
-          zeroPointOf(optimized_, theirs->input_size() > *zp_input ? theirs->input(*zp_input) : "");
+          zeroPointOf(optimized_initializers_,
+                      theirs->input_size() > *zp_input ? theirs->input(*zp_input) : "");
       if (to) return Location{theirs->output(0), *from - *to, {}};
     }
     if ((op->op_type() != "Relu" && op->op_type() != "Clip") || op->input_size() == 0)
@@ -226,9 +230,9 @@ std::optional<OrtObservedModel::Location> OrtObservedModel::locateFused(
 TensorMap OrtObservedModel::run(const TensorMap& feeds,
                                 const std::vector<std::string>& tensors) const {
   onnx::ModelProto traced = optimized_;
-  std::map<std::string, std::string> graph_outputs;
+  std::set<std::string> graph_outputs;
   for (const onnx::ValueInfoProto& v : traced.graph().output())
-    graph_outputs[v.name()] = v.name();
+    graph_outputs.insert(v.name());
   std::vector<std::pair<std::string, Location>> found;
   std::vector<std::string> names;
   for (const std::string& tensor : tensors) {
@@ -238,7 +242,7 @@ TensorMap OrtObservedModel::run(const TensorMap& feeds,
     if (!graph_outputs.count(where->name)) {
       // Untyped: ORT takes the type its node gives (the optimized graph carries few value_infos).
       traced.mutable_graph()->add_output()->set_name(where->name);
-      graph_outputs[where->name] = where->name;
+      graph_outputs.insert(where->name);
     }
     names.push_back(where->name);
   }

@@ -48,16 +48,19 @@ class OrtObservedModel {
   };
   std::optional<Location> locate(const std::string& tensor) const;
   std::optional<Location> locateFused(const onnx::NodeProto& quantize) const;
-  std::optional<int64_t> zeroPointOf(const onnx::ModelProto& model, const std::string& name) const;
+  using Initializers = std::map<std::string, const onnx::TensorProto*>;
+  static std::optional<int64_t> zeroPointOf(const Initializers& initializers,
+                                            const std::string& name);
   void traceLayouts();
 
   TempDir dir_;
   OrtRunner runner_;  // the caller's options with optimization disabled
   onnx::ModelProto exported_, optimized_;
-  std::map<std::string, const onnx::NodeProto*> exported_nodes_, optimized_nodes_;  // by name
-  std::map<std::string, const onnx::NodeProto*> optimized_writers_;                 // by output
-  std::map<std::string, std::vector<const onnx::NodeProto*>> exported_readers_;     // by input
-  std::map<std::string, const onnx::NodeProto*> exported_writers_;                  // by output
+  std::map<std::string, const onnx::NodeProto*> optimized_nodes_;                // by name
+  std::map<std::string, const onnx::NodeProto*> optimized_writers_;              // by output
+  std::map<std::string, std::vector<const onnx::NodeProto*>> exported_readers_;  // by input
+  std::map<std::string, const onnx::NodeProto*> exported_writers_;               // by output
+  Initializers exported_initializers_, optimized_initializers_;                  // by name
   std::map<std::string, std::vector<int64_t>> layouts_;  // ORT's tensors not in the model's layout
 };
 

@@ -130,22 +130,29 @@ OrtRunner::OrtRunner(OrtRunnerOptions options) : options_(std::move(options)) {
   }
 }
 
-void OrtRunner::saveOptimized(const std::string& model_path, const std::string& out_path) const {
-  std::error_code ec;
-  require(fs::is_regular_file(model_path, ec), "'" + model_path + "': no such model file");
-  TempDir dir("ort");
+// The runner script, written into `dir`, on `model_path` with this runner's ORT directory,
+// optimization level and threads, then `args`; throws qforge::Error when node fails.
+void OrtRunner::runScript(const TempDir& dir, const std::string& model_path,
+                          const std::vector<std::string>& args) const {
   const std::string script = dir.file("run_model.js");
   writeFileAtomically(script, kRunnerScript);
-  const std::vector<std::string> argv = {node_path_,         script,
-                                         "--ort-dir",        options_.ort_dir,
-                                         "--model",          model_path,
-                                         "--optimization",   toString(options_.optimization),
-                                         "--threads",        std::to_string(options_.threads),
-                                         "--save-optimized", out_path};
+  std::vector<std::string> argv = {node_path_,       script,
+                                   "--ort-dir",      options_.ort_dir,
+                                   "--model",        model_path,
+                                   "--optimization", toString(options_.optimization),
+                                   "--threads",      std::to_string(options_.threads)};
+  argv.insert(argv.end(), args.begin(), args.end());
   const ProcessResult result = runProcess(argv, options_.timeout_seconds);
   if (result.timed_out || !WIFEXITED(result.status) || WEXITSTATUS(result.status) != 0) {
     throw Error(failureMessage(result, model_path, options_.timeout_seconds));
   }
+}
+
+void OrtRunner::saveOptimized(const std::string& model_path, const std::string& out_path) const {
+  std::error_code ec;
+  require(fs::is_regular_file(model_path, ec), "'" + model_path + "': no such model file");
+  TempDir dir("ort");
+  runScript(dir, model_path, {"--save-optimized", out_path});
   require(fs::is_regular_file(out_path, ec),
           "ONNX Runtime wrote no optimized model for '" + model_path + "'");
 }
@@ -155,17 +162,9 @@ TensorMap OrtRunner::run(const std::string& model_path, const TensorMap& feeds,
   std::error_code ec;
   require(fs::is_regular_file(model_path, ec), "'" + model_path + "': no such model file");
   TempDir dir("ort");
-  const std::string script = dir.file("run_model.js");
-  writeFileAtomically(script, kRunnerScript);
-
-  std::vector<std::string> argv = {node_path_,       script,
-                                   "--ort-dir",      options_.ort_dir,
-                                   "--model",        model_path,
-                                   "--out-dir",      dir.file("out"),
-                                   "--manifest",     dir.file("manifest.json"),
-                                   "--optimization", toString(options_.optimization),
-                                   "--threads",      std::to_string(options_.threads),
-                                   "--batch",        std::to_string(options_.batch)};
+  std::vector<std::string> args = {"--out-dir",  dir.file("out"),
+                                   "--manifest", dir.file("manifest.json"),
+                                   "--batch",    std::to_string(options_.batch)};
   int index = 0;
   for (const auto& [name, tensor] : feeds) {
     require(tensor.defined(), "feed '" + name + "' for ONNX Runtime is an undefined tensor");
@@ -175,15 +174,11 @@ TensorMap OrtRunner::run(const std::string& model_path, const TensorMap& feeds,
     } catch (const Error& e) {
       throw e.within("feed '" + name + "' for ONNX Runtime");
     }
-    argv.insert(argv.end(), {"--input", name, file});
+    args.insert(args.end(), {"--input", name, file});
   }
   for (const auto& name : outputs)
-    argv.insert(argv.end(), {"--output", name});
-
-  const ProcessResult result = runProcess(argv, options_.timeout_seconds);
-  if (result.timed_out || !WIFEXITED(result.status) || WEXITSTATUS(result.status) != 0) {
-    throw Error(failureMessage(result, model_path, options_.timeout_seconds));
-  }
+    args.insert(args.end(), {"--output", name});
+  runScript(dir, model_path, args);
 
   TensorMap out;
   const std::string manifest_path = dir.file("manifest.json");

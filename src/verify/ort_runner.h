@@ -11,6 +11,10 @@
 
 #include "exec/executor.h"  // TensorMap
 
+namespace qforge {
+class TempDir;
+}  // namespace qforge
+
 namespace qforge::verify {
 
 // The onnxruntime-node version qforge is tested with; tools/ort/package.json pins the same.
@@ -61,6 +65,9 @@ class OrtRunner {
   const std::string& nodePath() const { return node_path_; }
 
  private:
+  void runScript(const TempDir& dir, const std::string& model_path,
+                 const std::vector<std::string>& args) const;
+
   OrtRunnerOptions options_;  // ort_dir resolved and absolute
   std::string node_path_;
 };

@@ -88,11 +88,15 @@ class Verifier {
           "int32 (scale s_input * s_weight) in the simulation ORT is compared with; the backend "
           "itself keeps them float");
     }
-    if (models.contains("qdq") && options_.ort.optimization != OrtOptimization::Disabled) {
+    // The QDQ model as ORT loads it, read once for the runtime's own arithmetic below.
+    const std::optional<Graph> qdq =
+        models.contains("qdq")
+            ? std::optional<Graph>(importOnnxFile(fileIn(dir_, models["qdq"].get<std::string>())))
+            : std::nullopt;
+    if (qdq && options_.ort.optimization != OrtOptimization::Disabled) {
       // Float weights ORT quantizes itself to int8 (WeightBiasQuantization): what it computes.
-      const Graph qdq = importOnnxFile(fileIn(dir_, models["qdq"].get<std::string>()));
       std::vector<std::string> requantized;
-      for (auto& [name, value] : ortQuantizedWeights(qdq)) {
+      for (auto& [name, value] : ortQuantizedWeights(*qdq)) {
         const Value* mine = model_.graph().findValue(name);
         if (mine == nullptr || !mine->isInitializer() ||
             mine->initializer().sizes() != value.sizes()) {
@@ -110,9 +114,8 @@ class Verifier {
             describeOps(requantized));
       }
     }
-    if (models.contains("qdq")) {
-      runtime_kernels_ = std::make_unique<RuntimeKernels>(
-          model_.graph(), importOnnxFile(fileIn(dir_, models["qdq"].get<std::string>())));
+    if (qdq) {
+      runtime_kernels_ = std::make_unique<RuntimeKernels>(model_.graph(), *qdq);
       if (runtime_kernels_->empty()) {
         runtime_kernels_.reset();
       } else {
