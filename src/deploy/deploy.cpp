@@ -129,6 +129,16 @@ DeployResult writeFormats(passes::PreparedModel& model, const DeployModel& deplo
           "MatMulNBits, which quantizes the activation to int8");
     }
 
+    if (!details.retyped_pairs.empty()) {
+      m["retyped_pairs"] = details.retyped_pairs;
+      result.notes.push_back(
+          "model.qdq.onnx writes " + std::to_string(details.retyped_pairs.size()) +
+          " QuantizeLinear/DequantizeLinear pairs that follow a pair of other parameters in the "
+          "other 8-bit type (e.g. '" +
+          details.retyped_pairs.front() +
+          "'), on the same grid: ONNX Runtime would merge the two pairs into one rounding");
+    }
+
     QOperatorSummary summary;
     Graph qop = toQOperatorGraph(qdq, &summary);
     if (!summary.integer_ops.empty()) {

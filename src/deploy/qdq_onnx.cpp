@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "deploy/ort_double_qdq_guard.h"
 #include "deploy/ort_matmul_nbits_guard.h"
 #include "exec/ops/ort_qlinear_softmax.h"
 #include "ir/node_attributes.h"
@@ -281,6 +282,9 @@ Graph toQdqGraph(passes::PreparedModel& model, QdqDetails* details) {
   for (const auto& [quantizer, value] : lowerer.quantized_)
     quantized_values[quantizer] = value->name();
   std::vector<std::string> weights_in_float = storeWeightOnlyMatMulWeightsInFloat(graph);
+  // TensorRT parses int8 QuantizeLinear only.
+  std::vector<std::string> retyped_pairs;
+  if (model.backend().deploy_format != "tensorrt") retyped_pairs = keepDoubleQdqPairsApart(graph);
   graph.eliminateDeadCode();
   verifyGraph(graph);  // what runtimes will load: refuse here rather than write it
   if (details != nullptr) {
@@ -288,6 +292,7 @@ Graph toQdqGraph(passes::PreparedModel& model, QdqDetails* details) {
       if (graph.findValue(value) != nullptr) details->quantized_values[quantizer] = value;
     }
     details->weights_in_float = std::move(weights_in_float);
+    details->retyped_pairs = std::move(retyped_pairs);
   }
   return graph;
 }

@@ -26,7 +26,8 @@ namespace qforge::deploy {
 // Throws qforge::Error naming the quantizer for a grid that is neither affine nor NNIE's log grid.
 // quantizerTable() lists non-affine quantizers with their state instead of a scale and zero point.
 // Weights that ONNX Runtime would multiply by an int8-quantized activation are stored in float
-// (deploy/ort_matmul_nbits_guard.h).
+// (deploy/ort_matmul_nbits_guard.h). Outside TensorRT's files, a pair following a pair of other
+// parameters is written in the other 8-bit type (deploy/ort_double_qdq_guard.h).
 struct QdqDetails {
   // Each quantizer's integer tensor in the new graph (the QuantizeLinear output, or for a
   // quantizer written as arithmetic its Clip onto [qmin, qmax], integers held in float) by
@@ -34,6 +35,9 @@ struct QdqDetails {
   std::map<std::string, std::string> quantized_values;
   // The MatMul/Gemm nodes whose quantized weight is stored as its dequantized float values.
   std::vector<std::string> weights_in_float;
+  // QuantizeLinear outputs written in the other 8-bit type so that ONNX Runtime does not merge
+  // their pair with the one before (deploy/ort_double_qdq_guard.h).
+  std::vector<std::string> retyped_pairs;
 };
 Graph toQdqGraph(passes::PreparedModel& model, QdqDetails* details = nullptr);
 

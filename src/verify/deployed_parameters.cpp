@@ -12,6 +12,21 @@
 
 namespace qforge::verify {
 
+namespace {
+
+// The prepared zero point as stored in `written`: an 8-bit grid written in the other 8-bit type
+// (deploy/ort_double_qdq_guard.h) keeps its levels 128 apart, so its zero point moves with them.
+at::Tensor inContainer(const at::Tensor& zero_point, const quant::QScheme& scheme,
+                       at::ScalarType written) {
+  at::Tensor zp = zero_point.to(at::kLong).reshape({-1});
+  if (scheme.bits != 8) return zp;
+  if (written == at::kByte && !scheme.is_unsigned) return zp + 128;
+  if (written == at::kChar && scheme.is_unsigned) return zp - 128;
+  return zp;
+}
+
+}  // namespace
+
 std::vector<std::string> parameterMismatches(passes::PreparedModel& model,
                                              const nlohmann::json& manifest,
                                              const std::string& path) {
@@ -42,7 +57,8 @@ std::vector<std::string> parameterMismatches(passes::PreparedModel& model,
     bool same_zero_point = true;
     if (zero_point != nullptr && zero_point->isInitializer()) {
       const at::Tensor written_zp = zero_point->initializer().to(at::kLong).reshape({-1});
-      const at::Tensor expected_zp = p.zero_point.to(at::kLong).reshape({-1});
+      const at::Tensor expected_zp =
+          inContainer(p.zero_point, q->scheme(), zero_point->initializer().scalar_type());
       same_zero_point =
           written_zp.numel() == expected_zp.numel() && at::equal(written_zp, expected_zp);
       if (!same_zero_point && same_scale) {

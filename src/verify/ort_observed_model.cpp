@@ -156,6 +156,14 @@ std::optional<int64_t> OrtObservedModel::zeroPointOf(const Initializers& initial
   return scalarInteger(*it->second);
 }
 
+std::optional<int64_t> OrtObservedModel::exportedZeroPoint(const std::string& tensor) const {
+  const auto it = exported_writers_.find(tensor);
+  if (it == exported_writers_.end() || it->second->op_type() != "QuantizeLinear")
+    return std::nullopt;
+  const onnx::NodeProto& quantize = *it->second;
+  return zeroPointOf(exported_initializers_, quantize.input_size() > 2 ? quantize.input(2) : "");
+}
+
 // In order: the tensor under its own name; else the input of the DequantizeLinear that read it
 // (ORT keeps that node's name when it renames the tensor, as its int8 -> uint8 conversion does);
 // else the output of the QuantizeLinear that wrote it; else the kernel ORT fused that
@@ -282,8 +290,15 @@ std::string OrtObservedModel::writer(const std::string& tensor) const {
     transposed = true;
   }
   const onnx::NodeProto& n = *it->second;
+  // ORT's DoubleQDQPairsRemover names the parameters it computes for the pair it keeps so.
+  bool merged = false;
+  for (const std::string& input : n.input())
+    merged = merged || input.rfind("DoubleQDQRemoved_", 0) == 0;
   return n.op_type() + (n.name().empty() ? "" : " '" + n.name() + "'") +
-         (transposed ? " (channels-last, transposed back)" : "");
+         (transposed ? " (channels-last, transposed back)" : "") +
+         (merged ? " (its quantization merged by DoubleQDQPairsRemover: one rounding where the "
+                   "model has two in a row)"
+                 : "");
 }
 
 }  // namespace qforge::verify

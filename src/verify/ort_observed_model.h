@@ -37,6 +37,10 @@ class OrtObservedModel {
   // it away.
   std::string writer(const std::string& tensor) const;
 
+  // The zero point of the QuantizeLinear writing `tensor` in the exported model, the levels
+  // run() returns are on; nullopt when no per-tensor QuantizeLinear writes it.
+  std::optional<int64_t> exportedZeroPoint(const std::string& tensor) const;
+
  private:
   // Where an exported tensor is in ORT's graph, what to add to its values to get the exported
   // tensor's levels back, and how ORT's layout permutes its axes (ORT's tensor is the exported

@@ -661,6 +661,7 @@ std::vector<Divergence> traceQdq(const TraceContext& context, passes::PreparedMo
   const nlohmann::json quantized = manifest.value("quantized_values", nlohmann::json::object());
   // A quantizer shared by several values (Concat's inputs) has FakeQuantize nodes on each, but
   // the QDQ model names one tensor for it: compareTensors compares that tensor once.
+  const OrtObservedModel ort_model(context.ort, path);
   std::vector<ComparedTensor> wanted;
   for (const Node* n : model.graph().topologicalOrder()) {
     if (!passes::isFakeQuantize(n)) continue;
@@ -668,13 +669,15 @@ std::vector<Divergence> traceQdq(const TraceContext& context, passes::PreparedMo
     for (const Encoding& e : encodings) {
       if (e.quantizer != fq_quantizer || e.role != "activation" || !e.per_tensor) continue;
       if (!quantized.contains(e.quantizer)) continue;
-      wanted.push_back(ComparedTensor{e.quantizer, quantized[e.quantizer].get<std::string>(),
-                                      n->output(0)->name(), e.scale, e.zero_point,
-                                      n->input(0)->name()});
+      // Levels on the file's zero point: a pair written in the other 8-bit type has it 128
+      // away from the prepared model's (deploy/ort_double_qdq_guard.h).
+      const std::string tensor = quantized[e.quantizer].get<std::string>();
+      const int64_t zero_point = ort_model.exportedZeroPoint(tensor).value_or(e.zero_point);
+      wanted.push_back(ComparedTensor{e.quantizer, tensor, n->output(0)->name(), e.scale,
+                                      zero_point, n->input(0)->name()});
       break;
     }
   }
-  const OrtObservedModel ort_model(context.ort, path);
   std::vector<Divergence> found =
       compareTensors(context, model.executor(), ort_model, feeds, wanted, sim_overrides);
   if (summarize(found).first_difference) {

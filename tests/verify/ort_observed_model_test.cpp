@@ -10,6 +10,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "deploy/ort_double_qdq_guard.h"
 #include "ir/onnx_export.h"
 #include "ir/parse.h"
 #include "support/onnx_builder.h"
@@ -162,6 +163,51 @@ TEST(OrtObservedModel, AFusedAwayLevelIsTheKernelsOutputInTheModelsLayout) {
   // The pooled levels: the mean of y's, requantized on the same grid, ties at most one off.
   const at::Tensor pooled = got.at("y").to(at::kDouble).mean({2, 3}, true).round();
   EXPECT_LE((got.at("pq").to(at::kDouble) - pooled).abs().max().item<double>(), 1.0);
+}
+
+// Two pairs in a row of one type: ORT merges them (DoubleQDQPairsRemover), and the second pair's
+// levels come from the first QuantizeLinear, which the writer says. Written in the other type
+// (deploy/ort_double_qdq_guard.h) the pairs stay, on the file's zero point.
+TEST(OrtObservedModel, AMergedPairIsNamedAndARetypedOneKeepsItsFilesZeroPoint) {
+  if (!ortAvailable("the observed-model test")) GTEST_SKIP();
+  const std::string dir = makeTempDir("ort_observed");
+  Graph g = parseGraph(R"(
+    graph two_pairs
+    opset "" 13
+    input %x: float32[1,64]
+    init %s1: float32[] = {0.03}
+    init %s2: float32[] = {0.02}
+    init %z: int8[] = {0}
+    %q1 = QuantizeLinear(%x, %s1, %z)  # q1
+    %d1 = DequantizeLinear(%q1, %s1, %z)  # d1
+    %q2 = QuantizeLinear(%d1, %s2, %z)  # q2
+    %d2 = DequantizeLinear(%q2, %s2, %z)  # d2
+    %y = Relu(%d2)  # relu
+    output %y: float32[1,64]
+  )");
+  exportOnnxFile(g, dir + "/merged.onnx");
+  deploy::keepDoubleQdqPairsApart(g);
+  g.eliminateDeadCode();
+  exportOnnxFile(g, dir + "/kept.onnx");
+  const verify::OrtRunner ort = ortAt(verify::OrtOptimization::All);
+
+  const verify::OrtObservedModel merged(ort, dir + "/merged.onnx");
+  EXPECT_NE(merged.writer("q2").find("DoubleQDQPairsRemover"), std::string::npos)
+      << merged.writer("q2");
+  EXPECT_EQ(merged.exportedZeroPoint("q2"), 0);
+
+  const verify::OrtObservedModel kept(ort, dir + "/kept.onnx");
+  EXPECT_EQ(kept.writer("q2").find("DoubleQDQPairsRemover"), std::string::npos)
+      << kept.writer("q2");
+  EXPECT_EQ(kept.exportedZeroPoint("q2"), 128);
+  EXPECT_EQ(kept.exportedZeroPoint("d2"), std::nullopt) << "a DequantizeLinear writes no levels";
+  // The second rounding on the first one's grid, written out: levels of 0.02 around 128.
+  const at::Tensor x = at::linspace(-2.5, 2.5, 64).reshape({1, 64});
+  const at::Tensor first = x.div(0.03f).round().clamp(-128, 127).mul(0.03f);
+  const at::Tensor want = first.div(0.02f).round().clamp(-128, 127).add(128);
+  const TensorMap got = kept.run({{"x", x}}, {"q2"});
+  ASSERT_EQ(got.count("q2"), 1u);
+  EXPECT_TRUE(at::equal(got.at("q2").to(at::kFloat), want));
 }
 
 TEST(OrtObservedModel, TensorsOrtDoesNotHaveAreLeftOutAndBadModelsRefused) {
