@@ -135,6 +135,11 @@ void OrtObservedModel::traceLayouts() {
         perm[i] = given[i] >= 0 && given[i] < static_cast<int64_t>(before.size())
                       ? before[static_cast<size_t>(given[i])]
                       : static_cast<int64_t>(i);
+    } else if (n.op_type() == "ReorderInput") {
+      // Into ORT's blocked NCHWc layout for its float convolutions; channels_last says how the
+      // input is held, and the blocked tensors between are no model tensors.
+    } else if (n.op_type() == "ReorderOutput") {
+      if (isChannelsLast(n)) perm = {0, 2, 3, 1};  // else back in the model's NCHW
     } else if (isChannelsLast(n)) {
       perm = {0, 2, 3, 1};  // the 2-D kernels ORT runs channels-last
     } else if (in != layouts_.end()) {

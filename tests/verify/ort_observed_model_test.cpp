@@ -210,6 +210,45 @@ TEST(OrtObservedModel, AMergedPairIsNamedAndARetypedOneKeepsItsFilesZeroPoint) {
   EXPECT_TRUE(at::equal(got.at("q2").to(at::kFloat), want));
 }
 
+// A float Conv reading a channels-last input (tf2onnx's Transpose to NCHW): ORT runs it in its
+// blocked NCHWc layout, between a ReorderInput that takes the NHWC input (channels_last = 1) and a
+// ReorderOutput back to NCHW (channels_last = 0). The levels after it are in the model's layout;
+// read as channels-last, none of M-LSD's 16 quantized tensors lined up and the trace was empty.
+TEST(OrtObservedModel, TensorsAfterOrtsBlockedFloatConvAreInTheModelsLayout) {
+  if (!ortAvailable("the observed-model test")) GTEST_SKIP();
+  const std::string dir = makeTempDir("ort_observed");
+  Graph g = parseGraph(R"(
+    graph nhwc_input
+    opset "" 13
+    input %x: float32[1,8,8,16]
+    init %w: float32[16,16,3,3]
+    init %s: float32[] = {0.05}
+    init %z: int8[] = {0}
+    %xt = Transpose[perm=[0,3,1,2]](%x)  # to_nchw
+    %c = Conv[pads=[1,1,1,1]](%xt, %w)  # conv
+    %cq = QuantizeLinear(%c, %s, %z)  # c_q
+    %y = DequantizeLinear(%cq, %s, %z)  # c_dq
+    output %y: float32[1,16,8,8]
+  )");
+  at::manual_seed(7);
+  g.findValue("w")->setInitializer(at::randn({16, 16, 3, 3}) * 0.1);
+  exportOnnxFile(g, dir + "/nhwc.onnx");
+  const verify::OrtRunner ort = ortAt(verify::OrtOptimization::All);
+  ort.saveOptimized(dir + "/nhwc.onnx", dir + "/nhwc.opt.onnx");
+  std::map<std::string, int> ops = opCountsOfFile(dir + "/nhwc.opt.onnx");
+  EXPECT_EQ(ops["ReorderInput"], 1) << "ORT no longer runs this Conv in NCHWc";
+  EXPECT_EQ(ops["ReorderOutput"], 1);
+
+  const at::Tensor x = at::randn({1, 8, 8, 16});
+  const verify::OrtObservedModel observed(ort, dir + "/nhwc.onnx");
+  const TensorMap got = observed.run({{"x", x}}, {"cq"});
+  ASSERT_EQ(got.count("cq"), 1u);
+  // The same run's output is those levels times the scale, element for element.
+  const at::Tensor out = ort.run(dir + "/nhwc.onnx", {{"x", x}}).at("y");
+  ASSERT_EQ(got.at("cq").sizes(), out.sizes());
+  EXPECT_TRUE(at::equal(got.at("cq").to(at::kFloat) * 0.05f, out));
+}
+
 TEST(OrtObservedModel, TensorsOrtDoesNotHaveAreLeftOutAndBadModelsRefused) {
   if (!ortAvailable("the observed-model test")) GTEST_SKIP();
   const std::string dir = makeTempDir("ort_observed");
