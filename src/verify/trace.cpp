@@ -662,6 +662,9 @@ std::vector<Divergence> traceQdq(const TraceContext& context, passes::PreparedMo
   // A quantizer shared by several values (Concat's inputs) has FakeQuantize nodes on each, but
   // the QDQ model names one tensor for it: compareTensors compares that tensor once.
   const OrtObservedModel ort_model(context.ort, path);
+  std::set<std::string> retyped;
+  for (const auto& t : manifest.value("retyped_pairs", nlohmann::json::array()))
+    retyped.insert(t.get<std::string>());
   std::vector<ComparedTensor> wanted;
   for (const Node* n : model.graph().topologicalOrder()) {
     if (!passes::isFakeQuantize(n)) continue;
@@ -669,10 +672,13 @@ std::vector<Divergence> traceQdq(const TraceContext& context, passes::PreparedMo
     for (const Encoding& e : encodings) {
       if (e.quantizer != fq_quantizer || e.role != "activation" || !e.per_tensor) continue;
       if (!quantized.contains(e.quantizer)) continue;
-      // Levels on the file's zero point: a pair written in the other 8-bit type has it 128
-      // away from the prepared model's (deploy/ort_double_qdq_guard.h).
+      // A pair deploy wrote in the other 8-bit type (deploy/ort_double_qdq_guard.h) has its
+      // levels on the file's zero point, 128 from the prepared model's. Any other tensor keeps
+      // the prepared one, so that a file written with another zero point shows as a difference.
       const std::string tensor = quantized[e.quantizer].get<std::string>();
-      const int64_t zero_point = ort_model.exportedZeroPoint(tensor).value_or(e.zero_point);
+      const int64_t zero_point = retyped.count(tensor)
+                                     ? ort_model.exportedZeroPoint(tensor).value_or(e.zero_point)
+                                     : e.zero_point;
       wanted.push_back(ComparedTensor{e.quantizer, tensor, n->output(0)->name(), e.scale,
                                       zero_point, n->input(0)->name()});
       break;
