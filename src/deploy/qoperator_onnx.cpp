@@ -26,6 +26,7 @@ class Rewriter {
     foldConstantQuantize();
     pushQuantizeThroughDataMovement();
     pushDequantizeThroughDataMovement();
+    requantizeFloatSelections();
     removeRedundantPairs();
     QOperatorSummary& summary = rewrite_.summary();
     for (Node* n : g_.topologicalOrder()) {
@@ -113,6 +114,47 @@ class Rewriter {
       g_.replaceAllUsesWith(n->output(0), dequantize->output(0), true);
       g_.removeNode(n);
     }
+  }
+
+  // An op that only selects values but takes no 8-bit data at the model's opset (MaxPool before
+  // opset 12) stays float between its DequantizeLinear and its readers, so the Conv after it
+  // cannot become a QLinearConv: ORT runs it in float, rounding otherwise than qforge's float
+  // Conv (U^2-NetP on ONNX_QNN: 33 float Convs after MaxPools, the QOperator model up to 30
+  // steps from the emulation). What it selects is on its input's grid, so QuantizeLinear ->
+  // DequantizeLinear with that grid after it changes no value and gives the readers a
+  // DequantizeLinear to fuse with.
+  void requantizeFloatSelections() {
+    for (Node* n : g_.topologicalOrder()) {
+      if (!movesDataOnly(g_, *n) || movesInt8(g_, *n) || combinesActivations(g_, *n)) continue;
+      if (n->outputs().size() != 1 || g_.isGraphOutput(n->output(0))) continue;
+      auto dq = perTensorDq(n->input(0));
+      if (!dq || !onlyIndicesBesideData(*n)) continue;
+      Value* selected = n->output(0);
+      bool quantized_already = false;
+      for (const Use& use : selected->uses())
+        quantized_already = quantized_already || isOp(use.node, "QuantizeLinear");
+      if (quantized_already) continue;
+      Node* q = g_.addNode("QuantizeLinear", {selected, dq->scale, dq->zero_point},
+                           {g_.uniqueName(selected->name() + "_requantized")},
+                           passes::uniqueNodeName(g_, n->name() + "/QuantizeLinear"));
+      Node* back =
+          rewrite_.addDequantize(q->output(0), dq->scale, dq->zero_point, selected->name());
+      g_.replaceAllUsesWith(selected, back->output(0), true);
+      g_.setInput(q, 0, selected);  // replaceAllUsesWith moved q's own input too
+    }
+  }
+
+  // Whether every input but the data (input 0) is an integer: indices, axes, shapes. Values from
+  // another float input (Scatter's updates) need not be on the data's grid.
+  static bool onlyIndicesBesideData(const Node& n) {
+    for (size_t i = 1; i < n.inputs().size(); ++i) {
+      const Value* v = n.input(i);
+      if (v == nullptr) continue;
+      const DType t =
+          v->isInitializer() ? fromScalarType(v->initializer().scalar_type()) : v->type.dtype;
+      if (t != DType::Int64 && t != DType::Int32) return false;
+    }
+    return true;
   }
 
   // QuantizeLinear(Transpose(v)) = Transpose(QuantizeLinear(v)) exactly, and likewise for ops

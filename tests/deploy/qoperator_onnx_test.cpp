@@ -141,9 +141,11 @@ TEST(QOperatorOnnx, MaxPoolRunsOnTheIntegers) {
 }
 
 // ONNX gives MaxPool 8-bit data only from opset 12 (OpInfo::moves_int8): at opset 11 it stays
-// float after the first kernel's DequantizeLinear, and the Conv reading it, which shares the
-// quantizer in front of the MaxPool, has no DequantizeLinear to fuse and stays float too.
-TEST(QOperatorOnnx, MaxPoolBeforeOpset12StaysFloat) {
+// float after the first kernel's DequantizeLinear. What it selects is on that grid, so it is
+// quantized again on it, and the Conv reading it, which shares the quantizer in front of the
+// MaxPool, gets a DequantizeLinear to fuse with (float, ORT's Conv rounds otherwise than the
+// emulation's: U^2-NetP's QOperator model was 30 steps from it).
+TEST(QOperatorOnnx, MaxPoolBeforeOpset12StaysFloatAndIsRequantizedOnItsInputsGrid) {
   Graph g = convPoolConv();
   g.model.opset_imports[""] = 11;
   Converted c = convert(std::move(g),
@@ -154,16 +156,31 @@ TEST(QOperatorOnnx, MaxPoolBeforeOpset12StaysFloat) {
                         at::randn({2, 3, 6, 6}));
   EXPECT_EQ(c.qop.model.opsetFor(""), 11);
   const auto counts = opCounts(c.qop);
-  EXPECT_EQ(counts.at("QLinearConv"), 1);
-  EXPECT_EQ(counts.at("Conv"), 1);
+  EXPECT_EQ(counts.at("QLinearConv"), 2);
+  EXPECT_EQ(counts.count("Conv"), 0u);
   ASSERT_EQ(counts.at("MaxPool"), 1);
-  for (const Node* n : c.qop.nodes()) {
-    if (n->opType() != "MaxPool") continue;
-    ASSERT_NE(n->input(0)->producer(), nullptr);
-    EXPECT_EQ(n->input(0)->producer()->opType(), "DequantizeLinear");
-    EXPECT_EQ(n->output(0)->uses().front().node->opType(), "Conv");
-  }
+  const Node* pool = nullptr;
+  for (const Node* n : c.qop.nodes())
+    pool = n->opType() == "MaxPool" ? n : pool;
+  const Node* dq = pool->input(0)->producer();
+  ASSERT_NE(dq, nullptr);
+  EXPECT_EQ(dq->opType(), "DequantizeLinear");
+  ASSERT_EQ(pool->output(0)->uses().size(), 1u);
+  const Node* q = pool->output(0)->uses().front().node;
+  ASSERT_EQ(q->opType(), "QuantizeLinear");
+  EXPECT_EQ(q->input(1), dq->input(1));
+  EXPECT_EQ(q->input(2), dq->input(2));
+  EXPECT_EQ(q->output(0)->uses().front().node->opType(), "QLinearConv");
+
   const at::Tensor x = at::randn({4, 3, 6, 6});
+  // The requantization changes no value: the integers it writes, dequantized, are the MaxPool's.
+  const TensorMap inside =
+      Executor(c.qop).run({{"x", x}}, {pool->output(0)->name(), q->output(0)->name()});
+  // DequantizeLinear's arithmetic, (q - z) * s in float32, gives the selected values exactly.
+  const at::Tensor scale = q->input(1)->initializer().to(at::kFloat);
+  const at::Tensor zero_point = q->input(2)->initializer().to(at::kFloat);
+  const at::Tensor back = (inside.at(q->output(0)->name()).to(at::kFloat) - zero_point) * scale;
+  EXPECT_TRUE(at::equal(back, inside.at(pool->output(0)->name())));
   const at::Tensor want = Executor(c.qdq).run({{"x", x}}).at("y");
   const at::Tensor got = Executor(c.qop).run({{"x", x}}).at("y");
   EXPECT_LE((got - want).abs().max().item<double>(), 2.0 * want.abs().max().item<double>() / 127);
