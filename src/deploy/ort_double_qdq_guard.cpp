@@ -17,10 +17,6 @@ struct Pair {
   Node* dq = nullptr;
 };
 
-bool scalarConstant(const Value* v) {
-  return v != nullptr && v->isInitializer() && v->initializer().numel() == 1;
-}
-
 bool eightBit(const at::Tensor& zero_point) {
   return zero_point.scalar_type() == at::kChar || zero_point.scalar_type() == at::kByte;
 }
@@ -35,10 +31,10 @@ std::optional<Pair> pairEndingAt(const Graph& g, Node* dq) {
   Node* q = dq->input(0)->producer();
   if (!isOp(q, "QuantizeLinear") || q->inputs().size() != 3 || !onlyLink(g, q->output(0)))
     return std::nullopt;
-  if (!scalarConstant(q->input(1)) || !scalarConstant(q->input(2)) ||
+  if (!isScalarInitializer(q->input(1)) || !isScalarInitializer(q->input(2)) ||
       !eightBit(q->input(2)->initializer()))
     return std::nullopt;
-  if (!scalarConstant(dq->input(1)) || !scalarConstant(dq->input(2)) ||
+  if (!isScalarInitializer(dq->input(1)) || !isScalarInitializer(dq->input(2)) ||
       !sameParams(q->input(1), q->input(2), dq->input(1), dq->input(2)))
     return std::nullopt;
   return Pair{q, dq};

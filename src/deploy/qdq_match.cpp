@@ -46,6 +46,10 @@ Node* soleQuantize(const Value* v, const Graph& g) {
   return n;
 }
 
+bool isScalarInitializer(const Value* v) {
+  return v != nullptr && v->isInitializer() && v->initializer().numel() == 1;
+}
+
 bool sameParams(const Value* scale_a, const Value* zp_a, const Value* scale_b, const Value* zp_b) {
   const at::Tensor& za = zp_a->initializer();
   const at::Tensor& zb = zp_b->initializer();

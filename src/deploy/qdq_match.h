@@ -38,6 +38,9 @@ std::optional<Dq> perTensorDq(const Value* v);
 // The per-tensor QuantizeLinear with constant parameters that is the only reader of `v`.
 Node* soleQuantize(const Value* v, const Graph& g);
 
+// An initializer holding one value: a per-tensor scale or zero point.
+bool isScalarInitializer(const Value* v);
+
 bool sameParams(const Value* scale_a, const Value* zp_a, const Value* scale_b, const Value* zp_b);
 
 // [qmin, qmax] of an int8 or uint8 container.

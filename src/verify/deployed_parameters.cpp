@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <map>
 
+#include "deploy/qdq_match.h"
 #include "deploy/qoperator_onnx.h"
 #include "ir/onnx_import.h"
 #include "passes/fake_quantize_node.h"
@@ -126,10 +127,6 @@ bool reachesQuantizeLinearWithoutBranching(const Node& n) {
   }
 }
 
-bool isScalarInitializer(const Value* v) {
-  return v != nullptr && v->isInitializer() && v->initializer().numel() == 1;
-}
-
 // A float initializer read by one node alone.
 bool ownFloatInitializer(const Value* v) {
   return v != nullptr && v->isInitializer() && v->initializer().scalar_type() == at::kFloat &&
@@ -147,7 +144,8 @@ TensorMap ortQuantizedWeights(const Graph& exported) {
     const Value* w = n->input(1);
     const Value* b = n->input(2);
     const Node* dq = x != nullptr ? x->producer() : nullptr;
-    if (dq == nullptr || dq->opType() != "DequantizeLinear" || !isScalarInitializer(dq->input(1)))
+    if (dq == nullptr || dq->opType() != "DequantizeLinear" ||
+        !deploy::isScalarInitializer(dq->input(1)))
       continue;
     if (!reachesQuantizeLinearWithoutBranching(*n)) continue;
     // A weight dequantized already keeps its integers (only a float bias is rounded, which
