@@ -73,6 +73,15 @@ std::optional<int> outputZeroPointInput(const std::string& op) {
   return it->second;
 }
 
+// ORT's kernels that move levels without computing new ones, so that their output is on their
+// input's grid: its channels-last MaxPool on uint8/int8 (QDQ propagation moves a MaxPool's
+// QuantizeLinear before it, and the Conv before fuses into a QLinearConv), and the shape ops.
+bool movesLevels(const std::string& op) {
+  static const std::set<std::string> ops = {"NhwcMaxPool", "MaxPool",   "Transpose", "Reshape",
+                                            "Squeeze",     "Unsqueeze", "Flatten",   "Identity"};
+  return ops.count(op) > 0;
+}
+
 bool isChannelsLast(const onnx::NodeProto& n) {
   for (const onnx::AttributeProto& a : n.attribute()) {
     if (a.name() == "channels_last") return a.i() != 0;
@@ -213,7 +222,8 @@ std::optional<OrtObservedModel::Location> OrtObservedModel::locate(
 
 // ORT names a fused kernel after the op it replaces ("conv", or "conv_token_4" when its layout
 // transformer made it channels-last), and drops the Relu or Clip a QuantizeLinear's range already
-// applies: the ops before `quantize`, back through those, are where to look.
+// applies: the ops before `quantize`, back through those, are where to look. A kernel found there
+// that only moves levels (NhwcMaxPool) holds them on the grid of the kernel before it.
 std::optional<OrtObservedModel::Location> OrtObservedModel::locateFused(
     const onnx::NodeProto& quantize) const {
   const std::optional<int64_t> from =
@@ -227,16 +237,30 @@ std::optional<OrtObservedModel::Location> OrtObservedModel::locateFused(
     for (const auto& [name, theirs] : optimized_nodes_) {
       const bool named =
           !op->name().empty() && (name == op->name() || name.rfind(op->name() + "_token_", 0) == 0);
-      const std::optional<int> zp_input = outputZeroPointInput(theirs->op_type());
-      if (!named || !zp_input || theirs->output_size() == 0) continue;
-      const std::optional<int64_t> to =
-          zeroPointOf(optimized_initializers_,
-                      theirs->input_size() > *zp_input ? theirs->input(*zp_input) : "");
-      if (to) return Location{theirs->output(0), *from - *to, {}};
+      if (!named || theirs->output_size() == 0) continue;
+      if (const std::optional<int64_t> to = levelsZeroPoint(*theirs))
+        return Location{theirs->output(0), *from - *to, {}};
     }
     if ((op->op_type() != "Relu" && op->op_type() != "Clip") || op->input_size() == 0)
       return std::nullopt;
     value = op->input(0);
+  }
+}
+
+// The zero point of the levels `kernel` writes in ORT's graph: its output zero point input, or
+// that of the kernel whose levels it moves; nullopt for a float op.
+std::optional<int64_t> OrtObservedModel::levelsZeroPoint(const onnx::NodeProto& kernel) const {
+  for (const onnx::NodeProto* n = &kernel;;) {
+    if (n->op_type() == "QuantizeLinear")
+      return zeroPointOf(optimized_initializers_, n->input_size() > 2 ? n->input(2) : "");
+    if (const std::optional<int> zp_input = outputZeroPointInput(n->op_type())) {
+      return zeroPointOf(optimized_initializers_,
+                         n->input_size() > *zp_input ? n->input(*zp_input) : "");
+    }
+    if (!movesLevels(n->op_type()) || n->input_size() == 0) return std::nullopt;
+    const auto before = optimized_writers_.find(n->input(0));
+    if (before == optimized_writers_.end()) return std::nullopt;
+    n = before->second;
   }
 }
 

@@ -52,6 +52,7 @@ class OrtObservedModel {
   };
   std::optional<Location> locate(const std::string& tensor) const;
   std::optional<Location> locateFused(const onnx::NodeProto& quantize) const;
+  std::optional<int64_t> levelsZeroPoint(const onnx::NodeProto& kernel) const;
   using Initializers = std::map<std::string, const onnx::TensorProto*>;
   static std::optional<int64_t> zeroPointOf(const Initializers& initializers,
                                             const std::string& name);

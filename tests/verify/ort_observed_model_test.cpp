@@ -249,6 +249,71 @@ TEST(OrtObservedModel, TensorsAfterOrtsBlockedFloatConvAreInTheModelsLayout) {
   EXPECT_TRUE(at::equal(got.at("cq").to(at::kFloat) * 0.05f, out));
 }
 
+// A float Conv -> Relu -> MaxPool quantized after the MaxPool only (as Academic places it): ORT
+// moves the QuantizeLinear before the MaxPool, fuses the Conv into a QLinearConv and runs the
+// MaxPool on its levels channels-last (NhwcMaxPool); nothing of the QuantizeLinear is left. The
+// MaxPool's levels are the run's; unlocated, the Conv reading them could not be rerun on ORT's
+// inputs (shufflenet on Academic failed verify so).
+TEST(OrtObservedModel, LevelsAMaxPoolMovesAreFoundOnItsInputsGrid) {
+  if (!ortAvailable("the observed-model test")) GTEST_SKIP();
+  const std::string dir = makeTempDir("ort_observed");
+  Graph g = parseGraph(R"(
+    graph pooled_levels
+    opset "" 13
+    input %x: float32[1,3,12,12]
+    init %wq: int8[8,3,3,3]
+    init %w2q: int8[8,8,1,1]
+    init %sx: float32[] = {0.02}
+    init %zx: int8[] = {0}
+    init %sw: float32[] = {0.01}
+    init %zw: int8[] = {0}
+    init %sm: float32[] = {0.03}
+    init %zm: uint8[] = {0}
+    init %sy: float32[] = {0.05}
+    init %zy: int8[] = {0}
+    %xq = QuantizeLinear(%x, %sx, %zx)  # x_q
+    %xd = DequantizeLinear(%xq, %sx, %zx)  # x_dq
+    %wd = DequantizeLinear(%wq, %sw, %zw)  # w_dq
+    %c = Conv[pads=[1,1,1,1]](%xd, %wd)  # conv
+    %r = Relu(%c)  # relu
+    %m = MaxPool[kernel_shape=[3,3], strides=[2,2], pads=[1,1,1,1]](%r)  # pool
+    %mq = QuantizeLinear(%m, %sm, %zm)  # m_q
+    %md = DequantizeLinear(%mq, %sm, %zm)  # m_dq
+    %w2d = DequantizeLinear(%w2q, %sw, %zw)  # w2_dq
+    %c2 = Conv(%md, %w2d)  # conv2
+    %yq = QuantizeLinear(%c2, %sy, %zy)  # y_q
+    %y = DequantizeLinear(%yq, %sy, %zy)  # y_dq
+    output %y: float32[1,8,6,6]
+  )");
+  at::manual_seed(8);
+  g.findValue("wq")->setInitializer(at::randint(-100, 100, {8, 3, 3, 3}).to(at::kChar));
+  g.findValue("w2q")->setInitializer(at::randint(-100, 100, {8, 8, 1, 1}).to(at::kChar));
+  exportOnnxFile(g, dir + "/pooled.onnx");
+  const verify::OrtRunner ort = ortAt(verify::OrtOptimization::All);
+  ort.saveOptimized(dir + "/pooled.onnx", dir + "/pooled.opt.onnx");
+  std::map<std::string, int> ops = opCountsOfFile(dir + "/pooled.opt.onnx");
+  EXPECT_EQ(ops["QLinearConv"], 2) << "ORT no longer fuses the Conv before the MaxPool";
+  EXPECT_EQ(ops["NhwcMaxPool"], 1);
+
+  const verify::OrtObservedModel observed(ort, dir + "/pooled.onnx");
+  EXPECT_NE(observed.writer("mq").find("NhwcMaxPool"), std::string::npos) << observed.writer("mq");
+  const at::Tensor x = at::randn({1, 3, 12, 12});
+  const TensorMap got = observed.run({{"x", x}}, {"mq"});
+  ASSERT_EQ(got.count("mq"), 1u);
+  // Closed form: the Conv on the grids in double, Relu, MaxPool, rounded onto m's grid; within
+  // one level of ORT's (its requantization at ties).
+  const at::Tensor xq = (x.to(at::kDouble) / 0.02).round().clamp(-128, 127);
+  const at::Tensor w = g.findValue("wq")->initializer().to(at::kDouble) * 0.01;
+  const at::Tensor pooled =
+      at::max_pool2d(at::relu(at::conv2d(xq * 0.02, w, {}, 1, 1)), {3, 3}, {2, 2}, {1, 1});
+  const at::Tensor want = (pooled / 0.03).round().clamp(0, 255);
+  ASSERT_EQ(got.at("mq").sizes(), want.sizes());
+  const at::Tensor apart = (got.at("mq").to(at::kDouble) - want).abs();
+  EXPECT_LE(apart.max().item<double>(), 1.0);
+  EXPECT_LT(apart.gt(0).sum().item<int64_t>(), 4) << "of " << apart.numel();
+  EXPECT_GT(want.gt(0).sum().item<int64_t>(), want.numel() / 4) << "a test of mostly zeros";
+}
+
 TEST(OrtObservedModel, TensorsOrtDoesNotHaveAreLeftOutAndBadModelsRefused) {
   if (!ortAvailable("the observed-model test")) GTEST_SKIP();
   const std::string dir = makeTempDir("ort_observed");
