@@ -134,8 +134,11 @@ std::string reportText(const verify::VerifyReport& r) {
     }
   }
   for (const verify::OutputQuality& q : r.quality) {
-    std::snprintf(buf, sizeof(buf), "%.2f dB in ONNX Runtime, %.2f dB in the simulation",
-                  q.ort_sqnr_db, q.simulation_sqnr_db);
+    std::snprintf(buf, sizeof(buf),
+                  "%.2f dB in ONNX Runtime, %.2f dB in the simulation (gap %.2f dB, 90%% "
+                  "interval %.2f to %.2f over %lld samples)",
+                  q.ort_sqnr_db, q.simulation_sqnr_db, q.gap_db, q.gap_low_db, q.gap_high_db,
+                  static_cast<long long>(q.samples));
     out << "quality    output '" << q.output << "': SQNR against the float model " << buf << "\n";
   }
   for (const verify::Criterion& c : r.criteria) {
@@ -249,7 +252,8 @@ std::pair<CLI::App*, std::function<int()>> addVerifyCommand(CLI::App& app) {
   sub->add_option("--max-quality-gap", o->max_quality_gap,
                   "When every difference was carried from rounding at ties (no tensor differs on "
                   "its own), the largest gap (dB) between ORT's and the simulation's SQNR against "
-                  "the float model")
+                  "the float model, beyond the spread over the verified samples (the gap's 90% "
+                  "bootstrap interval must lie past it to fail)")
       ->capture_default_str();
   sub->add_flag("--strict", o->strict,
                 "Judge every element-wise criterion, even when the differences are rounding "

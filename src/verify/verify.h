@@ -19,6 +19,7 @@
 #include "passes/prepare.h"
 #include "verify/ort_runner.h"
 #include "verify/output_metrics.h"
+#include "verify/quality_gap.h"
 #include "verify/trace.h"
 
 namespace qforge::verify {
@@ -92,14 +93,6 @@ struct Criterion {
   // Failed, but not counted: an element-wise criterion of a QDQ model whose differences were all
   // carried from rounding at ties (VerifyOptions::max_quality_gap_db judges it instead).
   bool waived = false;
-};
-
-// One output's quantization error, as ONNX Runtime's QDQ model and the simulation ORT is
-// compared with each show it against the float model.
-struct OutputQuality {
-  std::string output;
-  double ort_sqnr_db = 0;
-  double simulation_sqnr_db = 0;
 };
 
 struct VerifyReport {

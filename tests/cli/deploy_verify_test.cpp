@@ -180,6 +180,14 @@ TEST(DeployVerifyCli, CarriedRoundingIsJudgedByQualityAgainstTheFloatModel) {
   const double sim_db = report["quality"][0]["simulation_sqnr_db"].get<double>();
   EXPECT_NEAR(ort_db, sim_db, 1.0);
   EXPECT_GT(ort_db, 10.0);  // W8A8 on the zoo ResNet is no noise
+  // The gap and its spread over the 64 samples drawn again: an interval holding the gap.
+  const nlohmann::json& q = report["quality"][0];
+  EXPECT_EQ(q["samples"], 64);
+  EXPECT_NEAR(q["gap_db"].get<double>(), ort_db - sim_db, 1e-9);
+  ASSERT_EQ(q["gap_interval_db"].size(), 2u);
+  EXPECT_LE(q["gap_interval_db"][0].get<double>(), q["gap_db"].get<double>());
+  EXPECT_GE(q["gap_interval_db"][1].get<double>(), q["gap_db"].get<double>());
+  EXPECT_LT(q["gap_interval_db"][0].get<double>(), q["gap_interval_db"][1].get<double>());
   // Judged by quality, the verdict follows it: a gap no figure can meet fails.
   const nlohmann::json strict =
       verifyJson(dir + " --limit 64 --min-agreement 1.01 --max-quality-gap -1", 1);
