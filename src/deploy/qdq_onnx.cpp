@@ -194,7 +194,7 @@ class Lowerer {
       return replace(fq, y, baked);
     }
     const std::string base = graph_.uniqueName(q.name());
-    const double z = std::nearbyint(16.0 * std::log2(q.dataMax())) - 127.0;
+    const double z = quant::nnieGridOffset(q.dataMax());
     auto scalar = [&](const std::string& what, double v) {
       return constant(base + "_" + what, at::scalar_tensor(static_cast<float>(v)));
     };
@@ -219,7 +219,9 @@ class Lowerer {
         unary("Not", binary("Less", x, scalar("pos_zero", std::exp2((z - 16.0) / 16.0))));
     Value* is_negative = binary("Less", x, scalar("neg_zero", -std::exp2((z - 15.0) / 16.0)));
     Value* signed_part = op("Where", {is_negative, negative, scalar("zero", 0)}, base)->output(0);
-    replace(fq, y, op("Where", {is_positive, positive, signed_part}, base)->output(0));
+    Value* grid_value = op("Where", {is_positive, positive, signed_part}, base)->output(0);
+    quantized_[q.name()] = grid_value;  // the grid's values: verify's trace reads their codes
+    replace(fq, y, grid_value);
   }
 
   void lowerDerivedBias(Node* fq, Value* x, Value* y, quant::DerivedBiasFakeQuantizer& q) {

@@ -30,8 +30,9 @@ namespace qforge::deploy {
 // parameters is written in the other 8-bit type (deploy/ort_double_qdq_guard.h).
 struct QdqDetails {
   // Each quantizer's integer tensor in the new graph (the QuantizeLinear output, or for a
-  // quantizer written as arithmetic its Clip onto [qmin, qmax], integers held in float) by
-  // quantizer name, for comparing runtimes tensor by tensor.
+  // quantizer written as arithmetic its Clip onto [qmin, qmax], integers held in float; for
+  // NNIE's logarithmic grid the grid's values) by quantizer name, for comparing runtimes tensor by
+  // tensor.
   std::map<std::string, std::string> quantized_values;
   // The MatMul/Gemm nodes whose quantized weight is stored as its dequantized float values.
   std::vector<std::string> weights_in_float;

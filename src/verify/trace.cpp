@@ -13,6 +13,7 @@
 #include "ir/onnx_export.h"
 #include "ir/onnx_import.h"
 #include "passes/fake_quantize_node.h"
+#include "quant/fake_quantizers/nnie.h"
 #include "quant/qscheme.h"
 #include "verify/ort_observed_model.h"
 
@@ -36,23 +37,44 @@ TensorMap ortIntermediates(const OrtRunner& ort, Graph g, const TensorMap& feeds
   return ort.run(traced, feeds, tensors);
 }
 
+// NNIE's logarithmic grid, which deploy writes as float arithmetic (deploy/qdq_onnx.cpp): code =
+// round(16 log2|x| - z) clamped to [0, 127] for positive values (from 2^((z - 16) / 16) on),
+// [1, 127] for negative ones (below -2^((z - 15) / 16)), zero between. As levels: 0 for zero and
+// +-(code + 1), so that neighbouring grid values are one level apart. Of a value on the grid (the
+// quantized tensor) the code is exact; of any value, the one the grid gives it.
+at::Tensor logGridLevels(const at::Tensor& x, double z) {
+  const at::Tensor d = x.to(at::kDouble);
+  const at::Tensor code = d.abs().clamp_min(1e-300).log2().mul_(16).sub_(z).round_();
+  const at::Tensor positive = code.clamp(0, 127).add(1);
+  const at::Tensor negative = code.clamp(1, 127).add(1).neg();
+  return at::where(d >= std::exp2((z - 16) / 16), positive,
+                   at::where(d < -std::exp2((z - 15) / 16), negative, at::zeros_like(d)));
+}
+
 // The largest difference between a reference tensor and ORT's integers, in levels, and how many
 // elements are more than one level apart, accumulated over slices so that no double-precision
 // copy of a whole tensor is ever made (U^2-NetP's largest traced tensor has 52M elements).
 class LevelDifference {
  public:
   // `reference` is in levels already, or (with `scale`) a fake-quantized float value whose
-  // level is round(v / scale) + zero_point.
+  // level is round(v / scale) + zero_point, or (with `log_grid_z`) both are values on NNIE's
+  // logarithmic grid (logGridLevels).
   void add(const at::Tensor& reference, const at::Tensor& got, std::optional<double> scale,
-           int64_t zero_point) {
+           int64_t zero_point, std::optional<double> log_grid_z = std::nullopt) {
     const at::Tensor ref = reference.reshape({-1});
     const at::Tensor ort = got.reshape({-1});
     constexpr int64_t kSlice = int64_t{1} << 20;
     for (int64_t begin = 0; begin < ref.numel(); begin += kSlice) {
       const int64_t n = std::min(kSlice, ref.numel() - begin);
       at::Tensor levels = ref.narrow(0, begin, n).to(at::kDouble);
-      if (scale) levels = levels.div_(*scale).round_().add_(zero_point);
-      const at::Tensor diff = levels.sub_(ort.narrow(0, begin, n).to(at::kDouble)).abs_();
+      at::Tensor theirs = ort.narrow(0, begin, n).to(at::kDouble);
+      if (log_grid_z) {
+        levels = logGridLevels(levels, *log_grid_z);
+        theirs = logGridLevels(theirs, *log_grid_z);
+      } else if (scale) {
+        levels = levels.div_(*scale).round_().add_(zero_point);
+      }
+      const at::Tensor diff = levels.sub_(theirs).abs_();
       max_ = std::max(max_, diff.max().item<double>());
       off_ += (diff > 1.0).sum().item<int64_t>();
     }
@@ -74,7 +96,8 @@ struct ComparedTensor {
   std::string reference;  // in the reference executor
   std::optional<double> scale;
   int64_t zero_point = 0;
-  std::string reference_input;  // the float value the reference quantizes ("" when unknown)
+  std::string reference_input;       // the float value the reference quantizes ("" when unknown)
+  std::optional<double> log_grid_z;  // NNIE's logarithmic grid (logGridLevels), no scale
 };
 
 // The part of ORT's `got` (all traced samples) that run `run` of `runs` computed: all of it in one
@@ -173,7 +196,7 @@ std::vector<Divergence> compareTensors(const TraceContext& context, Executor& re
           differences.erase(it);  // the shapes stop lining up: no comparison
           continue;
         }
-        it->second.add(value, got, c.scale, c.zero_point);
+        it->second.add(value, got, c.scale, c.zero_point, c.log_grid_z);
       }
     };
     algos::forEachBatchRun(reference, feeds, chunk_references, context.fixed_batch, overrides,
@@ -280,10 +303,62 @@ at::Tensor distanceToBoundary(const at::Tensor& u, quant::RoundingMode mode) {
 // values lie. Nullopt when the exported model writes that tensor otherwise or the shapes do not
 // line up. Exposing the float value keeps ORT from fusing the op that writes it with the
 // QuantizeLinear: this is the op run unfused.
+// The value NNIE's grid arithmetic reads: Where(Not(Less(x, ...)), ...) (deploy/qdq_onnx.cpp).
+std::optional<std::string> logGridInput(const Value* grid_value) {
+  const Node* where = producerOf(grid_value, "Where");
+  const Node* is_positive = where != nullptr ? producerOf(where->input(0), "Not") : nullptr;
+  const Node* less = is_positive != nullptr ? producerOf(is_positive->input(0), "Less") : nullptr;
+  if (less == nullptr || less->input(0) == nullptr) return std::nullopt;
+  return less->input(0)->name();
+}
+
+// floatGap on NNIE's logarithmic grid, in its codes (16 log2|x| - z: one step per code); values
+// too small for the grid to tell apart count as the smallest it does.
+std::optional<FloatGap> logGridFloatGap(const TraceContext& context, Executor& reference,
+                                        const std::string& path, const TensorMap& feeds,
+                                        const ComparedTensor& c, const TensorMap& overrides) {
+  Graph exported = importOnnxFile(path);
+  const std::optional<std::string> input = logGridInput(exported.findValue(c.tensor));
+  if (!input) return std::nullopt;
+  const TensorMap ort =
+      ortIntermediates(context.ort, std::move(exported), feeds, {*input, c.tensor});
+  const double z = *c.log_grid_z;
+  const auto codes = [z, smallest = std::exp2((z - 17) / 16)](const at::Tensor& x) {
+    return x.to(at::kDouble).abs().clamp_min(smallest).log2().mul_(16).sub_(z);
+  };
+  std::optional<FloatGap> found;
+  algos::forEachBatchRun(
+      reference, feeds, {c.reference_input}, context.fixed_batch, overrides,
+      [&](int64_t run, int64_t runs, TensorMap&& values) {
+        const at::Tensor& mine = values.at(c.reference_input);
+        const at::Tensor got = partOf(ort.at(*input), mine, run, runs);
+        const at::Tensor got_grid = partOf(ort.at(c.tensor), mine, run, runs);
+        if (!got.defined() || !got.is_floating_point() || !got_grid.defined()) return;
+        FloatGap g = found.value_or(FloatGap{});
+        const at::Tensor u = codes(mine);
+        g.gap = std::max(g.gap, (codes(got) - u).abs().max().item<double>());
+        const at::Tensor apart = (logGridLevels(mine, z) - logGridLevels(got_grid, z)).abs();
+        const at::Tensor differing = apart > 0.5;
+        g.differing += differing.sum().item<int64_t>();
+        g.max_levels = std::max(g.max_levels, apart.max().item<double>());
+        if (differing.any().item<bool>()) {
+          // Its boundaries: between codes (x.5), and where positive and negative values start.
+          const at::Tensor to_boundary =
+              at::minimum((u - u.floor() - 0.5).abs(), at::minimum((u + 16).abs(), (u + 15).abs()));
+          g.boundary_distance = std::max(g.boundary_distance,
+                                         to_boundary.masked_select(differing).max().item<double>());
+        }
+        found = g;
+      });
+  return found;
+}
+
 std::optional<FloatGap> floatGap(const TraceContext& context, Executor& reference,
                                  const std::string& path, const TensorMap& feeds,
                                  const ComparedTensor& c, const TensorMap& overrides) {
-  if (!c.scale || c.reference_input.empty()) return std::nullopt;
+  if (c.reference_input.empty()) return std::nullopt;
+  if (c.log_grid_z) return logGridFloatGap(context, reference, path, feeds, c, overrides);
+  if (!c.scale) return std::nullopt;
   Graph exported = importOnnxFile(path);
   const std::optional<ExportedQuantize> quantize = exportedQuantize(exported.findValue(c.tensor));
   if (!quantize) return std::nullopt;
@@ -339,7 +414,8 @@ Boundaries boundariesOf(const std::vector<ComparedTensor>& wanted) {
     ++values_per_quantizer[c.quantizer];
   Boundaries by_value;
   for (const ComparedTensor& c : wanted) {
-    if (c.scale && values_per_quantizer[c.quantizer] == 1) by_value[c.reference] = &c;
+    const bool has_levels = c.scale || c.log_grid_z;
+    if (has_levels && values_per_quantizer[c.quantizer] == 1) by_value[c.reference] = &c;
   }
   return by_value;
 }
@@ -448,7 +524,7 @@ void compareFed(const TraceContext& context, const Graph& g, Executor& reference
               in_ort.defined() ? partOf(in_ort, t, run_index, runs) : at::Tensor();
           if (got.defined()) {
             differences[role.found_index].add(t, got, role.compared->scale,
-                                              role.compared->zero_point);
+                                              role.compared->zero_point, role.compared->log_grid_z);
           } else {
             unaligned.insert(role.found_index);
           }
@@ -463,6 +539,8 @@ void compareFed(const TraceContext& context, const Graph& g, Executor& reference
           unfed.insert(role.replaced->reference);
           return t;
         }
+        // A logarithmic grid's tensor in ORT holds the grid's values themselves.
+        if (role.replaced->log_grid_z) return levels.to(t.scalar_type());
         return levels.to(at::kFloat)
             .sub_(static_cast<float>(role.replaced->zero_point))
             .mul_(static_cast<float>(*role.replaced->scale))
@@ -680,8 +758,16 @@ std::vector<Divergence> traceQdq(const TraceContext& context, passes::PreparedMo
                                      ? ort_model.exportedZeroPoint(tensor).value_or(e.zero_point)
                                      : e.zero_point;
       wanted.push_back(ComparedTensor{e.quantizer, tensor, n->output(0)->name(), e.scale,
-                                      zero_point, n->input(0)->name()});
+                                      zero_point, n->input(0)->name(), std::nullopt});
       break;
+    }
+    // NNIE's logarithmic grid has no scale: its tensors are compared in codes.
+    const auto* log_grid =
+        dynamic_cast<const quant::NnieFakeQuantizer*>(model.quantizer(fq_quantizer));
+    if (log_grid != nullptr && quantized.contains(fq_quantizer) && log_grid->dataMax() > 0) {
+      wanted.push_back(ComparedTensor{fq_quantizer, quantized[fq_quantizer].get<std::string>(),
+                                      n->output(0)->name(), std::nullopt, 0, n->input(0)->name(),
+                                      quant::nnieGridOffset(log_grid->dataMax())});
     }
   }
   std::vector<Divergence> found =
@@ -717,7 +803,7 @@ std::vector<Divergence> traceQOperator(const TraceContext& context, const nlohma
         (op == "QGemm" && n->inputs().size() > 7) || arithmetic_levels) {
       const auto it = quantizer_of.find(name);
       wanted.push_back(ComparedTensor{it == quantizer_of.end() ? "" : it->second, name, name,
-                                      std::nullopt, 0, ""});
+                                      std::nullopt, 0, "", std::nullopt});
     }
   }
   return compareTensors(context, emulator, OrtObservedModel(context.ort, path), feeds, wanted, {});

@@ -405,6 +405,48 @@ TEST(DeployVerifyCli, AFourBitActivationWrittenAsArithmeticIsTracedAndNamed) {
       << (*sim)["first_divergence"].dump();
 }
 
+// NNIE's logarithmic grid is float arithmetic in the QDQ model (no QuantizeLinear); verify traces
+// its tensors in codes. Unbroken, the zoo ResNet verifies; with one activation's log2 computed
+// a fifth short (its Div by ln 2 scaled by 1.25), that tensor is the first beyond one code, and the
+// values entering it being the same in both runtimes, verify says the quantization itself differs.
+TEST(DeployVerifyCli, ALogGridActivationIsTracedInCodesAndABrokenOneNamed) {
+  const std::string dir = quantized("NNIE");
+  const nlohmann::json fine = verifyJson(dir + " --limit 64", 0);
+  EXPECT_TRUE(fine["passed"].get<bool>()) << fine["failures"];
+
+  std::ifstream manifest_file(dir + "/deploy.json");
+  const nlohmann::json manifest = nlohmann::json::parse(manifest_file);
+  const std::vector<std::string> activations = activationQuantizers(dir);
+  ASSERT_GT(activations.size(), 4u);
+  const std::string victim = activations[activations.size() / 2];
+  const std::string tensor = manifest["quantized_values"][victim];
+  Graph g = importOnnxFile(dir + "/model.qdq.onnx");
+  // Where(Not(Less(x, .)), .) is the grid's value; Div(Log(Abs(x)), ln2) its log2.
+  const Node* where = g.value(tensor)->producer();
+  ASSERT_EQ(where->opType(), "Where");
+  const Value* x = where->input(0)->producer()->input(0)->producer()->input(0);
+  Value* ln2 = nullptr;
+  for (const Use& abs : x->uses()) {
+    if (abs.node->opType() != "Abs") continue;
+    const Node* log = abs.node->output(0)->uses().at(0).node;
+    ln2 = log->output(0)->uses().at(0).node->input(1);
+  }
+  ASSERT_NE(ln2, nullptr);
+  ln2->setInitializer(ln2->initializer() * 1.25);
+  exportOnnxFile(g, dir + "/model.qdq.onnx");
+
+  const nlohmann::json report = verifyJson(dir + " --limit 64", 1);
+  const nlohmann::json* sim = comparison(report, "qdq", "simulation");
+  ASSERT_NE(sim, nullptr);
+  ASSERT_TRUE(sim->contains("first_divergence")) << sim->dump(2);
+  EXPECT_EQ((*sim)["first_divergence"]["quantizer"], victim);
+  EXPECT_EQ((*sim)["first_divergence"]["tensor"], tensor);
+  EXPECT_GT((*sim)["first_divergence"]["compared"].get<int64_t>(), 4);
+  EXPECT_EQ((*sim)["first_divergence"]["cause"], "quantizer_differs")
+      << (*sim)["first_divergence"].dump();
+  EXPECT_LT((*sim)["first_divergence"]["float_gap_steps"].get<double>(), 0.5);
+}
+
 TEST(DeployVerifyCli, AQuantizerSharedByValuesOfDifferentShapesIsTracedOnce) {
   // STPU shares one quantizer between a Concat's inputs; in the zoo U-Net those are a skip
   // connection and an upsampled map with different channel counts. Verify's trace compared each

@@ -36,6 +36,10 @@ void nnieKernel(const T* x, T* y, int64_t n, double z) {
 
 }  // namespace
 
+double nnieGridOffset(double data_max) {
+  return std::nearbyint(16.0 * std::log2(data_max)) - 127.0;
+}
+
 at::Tensor nnieLogQuantize(const at::Tensor& x, double data_max) {
   require(data_max > 0.0 && std::isfinite(data_max),
           "NNIE quantize: data_max must be positive and finite");
@@ -43,7 +47,7 @@ at::Tensor nnieLogQuantize(const at::Tensor& x, double data_max) {
           "NNIE quantize: input must be float32 or float64");
   const at::Tensor input = x.detach().contiguous();
   at::Tensor out = at::empty_like(input);
-  const double z = std::nearbyint(16.0 * std::log2(data_max)) - 127.0;
+  const double z = nnieGridOffset(data_max);
   if (input.scalar_type() == at::kFloat) {
     nnieKernel(input.data_ptr<float>(), out.data_ptr<float>(), input.numel(), z);
   } else {

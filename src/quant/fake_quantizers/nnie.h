@@ -33,6 +33,9 @@ class NnieFakeQuantizer : public FakeQuantizer {
   double data_max_ = 0.0;
 };
 
+// The grid's offset z = round(16 log2(data_max)) - 127: code c stands for 2^((c + z) / 16).
+double nnieGridOffset(double data_max);
+
 // The NNIE quantization function on a float/double tensor (no autograd).
 at::Tensor nnieLogQuantize(const at::Tensor& x, double data_max);
 
