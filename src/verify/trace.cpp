@@ -98,6 +98,8 @@ struct ComparedTensor {
   int64_t zero_point = 0;
   std::string reference_input;       // the float value the reference quantizes ("" when unknown)
   std::optional<double> log_grid_z;  // NNIE's logarithmic grid (logGridLevels), no scale
+  // The simulation's integer range, when it is known (a [-127, 127] grid is written as int8).
+  std::optional<std::pair<double, double>> range;
 };
 
 // The part of ORT's `got` (all traced samples) that run `run` of `runs` computed: all of it in one
@@ -376,18 +378,25 @@ std::optional<FloatGap> floatGap(const TraceContext& context, Executor& referenc
         FloatGap g = found.value_or(FloatGap{});
         const at::Tensor u = mine.to(at::kDouble).div(*c.scale);
         g.gap = std::max(g.gap, (got.to(at::kDouble).div(*c.scale) - u).abs().max().item<double>());
-        // The reference's own levels of its value, by the exported rounding rule.
-        const at::Tensor levels = roundedBy(u, quantize->rounding)
-                                      .add(static_cast<double>(c.zero_point))
-                                      .clamp(quantize->qmin, quantize->qmax);
+        // The reference's own levels of its value, by the exported rounding rule, on its own
+        // range (the file's container may hold more: int8's -128 below a [-127, 127] grid).
+        const auto [lo, hi] = c.range.value_or(std::make_pair(quantize->qmin, quantize->qmax));
+        const at::Tensor levels =
+            roundedBy(u, quantize->rounding).add(static_cast<double>(c.zero_point)).clamp(lo, hi);
         const at::Tensor apart = (levels - got_levels.to(at::kDouble)).abs();
         const at::Tensor differing = apart > 0.5;
         g.differing += differing.sum().item<int64_t>();
         g.max_levels = std::max(g.max_levels, apart.max().item<double>());
         if (differing.any().item<bool>()) {
+          // Past the range a value's boundary is the range's edge, however far it lies.
+          const at::Tensor shifted = u + static_cast<double>(c.zero_point);
+          const at::Tensor outside = (shifted < lo - 0.5) | (shifted > hi + 0.5);
+          const at::Tensor to_edge =
+              at::minimum((shifted - (lo - 0.5)).abs(), (shifted - (hi + 0.5)).abs());
           const at::Tensor to_boundary =
-              distanceToBoundary(u.masked_select(differing), quantize->rounding);
-          g.boundary_distance = std::max(g.boundary_distance, to_boundary.max().item<double>());
+              at::where(outside, to_edge, distanceToBoundary(u, quantize->rounding));
+          g.boundary_distance = std::max(g.boundary_distance,
+                                         to_boundary.masked_select(differing).max().item<double>());
         }
         found = g;
       });
@@ -667,7 +676,7 @@ std::string describeCause(const Divergence& d, bool first) {
   return std::string("the values entering its quantizer agree to ") + gap +
          " steps, but levels differ for values up to " + boundary +
          " steps from a rounding boundary: the quantization itself (scale, zero point, "
-         "rounding) differs";
+         "rounding, range) differs";
 }
 
 std::vector<Encoding> encodings(const nlohmann::json& manifest) {
@@ -757,8 +766,15 @@ std::vector<Divergence> traceQdq(const TraceContext& context, passes::PreparedMo
       const int64_t zero_point = retyped.count(tensor)
                                      ? ort_model.exportedZeroPoint(tensor).value_or(e.zero_point)
                                      : e.zero_point;
+      std::optional<std::pair<double, double>> range;
+      // A pair retyped onto the other container keeps its grid 128 levels over.
+      if (const quant::FakeQuantizer* q = model.quantizer(fq_quantizer);
+          q != nullptr && !retyped.count(tensor)) {
+        range = std::make_pair(static_cast<double>(q->scheme().qmin()),
+                               static_cast<double>(q->scheme().qmax()));
+      }
       wanted.push_back(ComparedTensor{e.quantizer, tensor, n->output(0)->name(), e.scale,
-                                      zero_point, n->input(0)->name(), std::nullopt});
+                                      zero_point, n->input(0)->name(), std::nullopt, range});
       break;
     }
     // NNIE's logarithmic grid has no scale: its tensors are compared in codes.
@@ -767,7 +783,7 @@ std::vector<Divergence> traceQdq(const TraceContext& context, passes::PreparedMo
     if (log_grid != nullptr && quantized.contains(fq_quantizer) && log_grid->dataMax() > 0) {
       wanted.push_back(ComparedTensor{fq_quantizer, quantized[fq_quantizer].get<std::string>(),
                                       n->output(0)->name(), std::nullopt, 0, n->input(0)->name(),
-                                      quant::nnieGridOffset(log_grid->dataMax())});
+                                      quant::nnieGridOffset(log_grid->dataMax()), std::nullopt});
     }
   }
   std::vector<Divergence> found =
@@ -803,7 +819,7 @@ std::vector<Divergence> traceQOperator(const TraceContext& context, const nlohma
         (op == "QGemm" && n->inputs().size() > 7) || arithmetic_levels) {
       const auto it = quantizer_of.find(name);
       wanted.push_back(ComparedTensor{it == quantizer_of.end() ? "" : it->second, name, name,
-                                      std::nullopt, 0, "", std::nullopt});
+                                      std::nullopt, 0, "", std::nullopt, std::nullopt});
     }
   }
   return compareTensors(context, emulator, OrtObservedModel(context.ort, path), feeds, wanted, {});

@@ -67,7 +67,8 @@ struct Divergence {
 // - "fused_kernel_differs": run unfused, ORT's levels equal the simulation's or differ only at
 //   ties, but the trace found more: ORT's fused kernel computes differently;
 // - "quantizer_differs": the values agree to less than half a step, but levels differ for values
-//   further from a boundary: the quantization itself (scale, zero point, rounding) differs.
+//   further from a boundary: the quantization itself (scale, zero point, rounding, range: a value
+//   past a [-127, 127] grid is -128 in int8) differs.
 std::optional<std::string> differenceCause(const Divergence& d);
 // "Conv 'c1', Relu 'r1' and 3 more": the first `shown` of a rerun's ops.
 std::string describeOps(const std::vector<std::string>& ops, size_t shown = 4);

@@ -447,6 +447,25 @@ TEST(DeployVerifyCli, ALogGridActivationIsTracedInCodesAndABrokenOneNamed) {
   EXPECT_LT((*sim)["first_divergence"]["float_gap_steps"].get<double>(), 0.5);
 }
 
+// TensorRT's activations are on [-127, 127], written as int8 QuantizeLinear, which takes -128 too:
+// a value far below the calibrated range is -127 in the simulation and -128 in ONNX Runtime.
+// Inputs five times wider than the calibration data show it at the model's input, whose values
+// are the same in both runs: the trace names the quantizer's range (it took the file's int8
+// range for the simulation's and blamed ORT's kernel before).
+TEST(DeployVerifyCli, AValuePastASymmetricRangeIsNamedAsTheQuantizersOwn) {
+  const std::string dir = quantized("TensorRT");
+  const nlohmann::json report = verifyJson(dir + " --data random:normal,std=5 --limit 64", 0);
+  const nlohmann::json* sim = comparison(report, "qdq", "simulation");
+  ASSERT_NE(sim, nullptr);
+  ASSERT_TRUE(sim->contains("first_difference")) << sim->dump(2);
+  const auto& first = (*sim)["first_difference"];
+  EXPECT_EQ(first["index"], 0) << first.dump();
+  EXPECT_EQ(first["max_steps"].get<double>(), 1.0);
+  EXPECT_EQ(first["cause"], "quantizer_differs") << first.dump();
+  EXPECT_EQ(first["float_gap_steps"].get<double>(), 0.0);
+  EXPECT_GT(first["unfused_boundary_distance_steps"].get<double>(), 1.0);
+}
+
 TEST(DeployVerifyCli, AQuantizerSharedByValuesOfDifferentShapesIsTracedOnce) {
   // STPU shares one quantizer between a Concat's inputs; in the zoo U-Net those are a skip
   // connection and an upsampled map with different channel counts. Verify's trace compared each
