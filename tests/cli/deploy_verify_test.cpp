@@ -361,6 +361,22 @@ TEST(DeployVerifyCli, ADivergenceCarriedFromAnEarlierTensorIsToldFromAnOpThatDif
       << text.out;
 }
 
+// A verify report on a file whose quantizer `victim` (writing `tensor`) was broken: that tensor
+// is the first beyond one level, among more than `compared` tensors, and since the values
+// entering it are the same in both runtimes, the quantization itself is what differs.
+void expectBrokenQuantizerNamed(const nlohmann::json& report, const std::string& victim,
+                                const std::string& tensor, int64_t compared) {
+  const nlohmann::json* sim = comparison(report, "qdq", "simulation");
+  ASSERT_NE(sim, nullptr);
+  ASSERT_TRUE(sim->contains("first_divergence")) << sim->dump(2);
+  const nlohmann::json& d = (*sim)["first_divergence"];
+  EXPECT_EQ(d["quantizer"], victim);
+  EXPECT_EQ(d["tensor"], tensor);
+  EXPECT_GT(d["compared"].get<int64_t>(), compared);
+  EXPECT_EQ(d["cause"], "quantizer_differs") << d.dump();
+  EXPECT_LT(d["float_gap_steps"].get<double>(), 0.5);
+}
+
 TEST(DeployVerifyCli, AFourBitActivationWrittenAsArithmeticIsTracedAndNamed) {
   // W4A4 Academic: 4-bit activations are Div/Round/Add/Clip/Sub/Mul in the QDQ model, not
   // QuantizeLinear, and verify compares their Clip (the integers) too.
@@ -392,17 +408,8 @@ TEST(DeployVerifyCli, AFourBitActivationWrittenAsArithmeticIsTracedAndNamed) {
   scale->setInitializer(scale->initializer() * 1.5);
   exportOnnxFile(g, dir + "/model.qdq.onnx");
 
-  const nlohmann::json report = verifyJson(dir + " --limit 64", 1);
-  const nlohmann::json* sim = comparison(report, "qdq", "simulation");
-  ASSERT_NE(sim, nullptr);
-  ASSERT_TRUE(sim->contains("first_divergence")) << sim->dump(2);
-  EXPECT_EQ((*sim)["first_divergence"]["quantizer"], victim);
-  EXPECT_EQ((*sim)["first_divergence"]["tensor"], tensor);
-  EXPECT_GT((*sim)["first_divergence"]["compared"].get<int64_t>(), 2);
-  // The float value entering the chain (the Div's input) is read as a QuantizeLinear's would be:
-  // the same in both runtimes, so what differs is the quantizer.
-  EXPECT_EQ((*sim)["first_divergence"]["cause"], "quantizer_differs")
-      << (*sim)["first_divergence"].dump();
+  // The float value entering the chain (the Div's input) is read as a QuantizeLinear's would be.
+  expectBrokenQuantizerNamed(verifyJson(dir + " --limit 64", 1), victim, tensor, 2);
 }
 
 // NNIE's logarithmic grid is float arithmetic in the QDQ model (no QuantizeLinear); verify traces
@@ -435,16 +442,7 @@ TEST(DeployVerifyCli, ALogGridActivationIsTracedInCodesAndABrokenOneNamed) {
   ln2->setInitializer(ln2->initializer() * 1.25);
   exportOnnxFile(g, dir + "/model.qdq.onnx");
 
-  const nlohmann::json report = verifyJson(dir + " --limit 64", 1);
-  const nlohmann::json* sim = comparison(report, "qdq", "simulation");
-  ASSERT_NE(sim, nullptr);
-  ASSERT_TRUE(sim->contains("first_divergence")) << sim->dump(2);
-  EXPECT_EQ((*sim)["first_divergence"]["quantizer"], victim);
-  EXPECT_EQ((*sim)["first_divergence"]["tensor"], tensor);
-  EXPECT_GT((*sim)["first_divergence"]["compared"].get<int64_t>(), 4);
-  EXPECT_EQ((*sim)["first_divergence"]["cause"], "quantizer_differs")
-      << (*sim)["first_divergence"].dump();
-  EXPECT_LT((*sim)["first_divergence"]["float_gap_steps"].get<double>(), 0.5);
+  expectBrokenQuantizerNamed(verifyJson(dir + " --limit 64", 1), victim, tensor, 4);
 }
 
 // TensorRT's activations are on [-127, 127], written as int8 QuantizeLinear, which takes -128 too:
