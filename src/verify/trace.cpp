@@ -298,13 +298,6 @@ at::Tensor distanceToBoundary(const at::Tensor& u, quant::RoundingMode mode) {
   return (u - u.floor() - 0.5).abs();
 }
 
-// The float values entering `c`'s quantizer in ORT (the input of the QuantizeLinear writing
-// c.tensor, or of the Div of an arithmetic chain, exposed as an extra output) against the
-// reference's, on the same run: their largest gap in steps of c.scale, and where ORT's levels
-// and the reference's own rounding of its value differ, how far from a rounding boundary those
-// values lie. Nullopt when the exported model writes that tensor otherwise or the shapes do not
-// line up. Exposing the float value keeps ORT from fusing the op that writes it with the
-// QuantizeLinear: this is the op run unfused.
 // The value NNIE's grid arithmetic reads: Where(Not(Less(x, ...)), ...) (deploy/qdq_onnx.cpp).
 std::optional<std::string> logGridInput(const Value* grid_value) {
   const Node* where = producerOf(grid_value, "Where");
@@ -355,6 +348,13 @@ std::optional<FloatGap> logGridFloatGap(const TraceContext& context, Executor& r
   return found;
 }
 
+// The float values entering `c`'s quantizer in ORT (the input of the QuantizeLinear writing
+// c.tensor, or of the Div of an arithmetic chain, exposed as an extra output) against the
+// reference's, on the same run: their largest gap in steps of c.scale, and where ORT's levels
+// and the reference's own rounding of its value differ, how far from a rounding boundary those
+// values lie. Nullopt when the exported model writes that tensor otherwise or the shapes do not
+// line up. Exposing the float value keeps ORT from fusing the op that writes it with the
+// QuantizeLinear: this is the op run unfused.
 std::optional<FloatGap> floatGap(const TraceContext& context, Executor& reference,
                                  const std::string& path, const TensorMap& feeds,
                                  const ComparedTensor& c, const TensorMap& overrides) {
