@@ -79,6 +79,7 @@ quant::QScheme parseScheme(JsonReader& r, quant::QScheme s) {
   s.bits = static_cast<int>(r.getInt("bits", s.bits));
   s.symmetric = r.getBool("symmetric", s.symmetric);
   s.symmetric_range = r.getBool("symmetric_range", s.symmetric_range);
+  s.full_range_clamp = r.getBool("full_range_clamp", s.full_range_clamp);
   s.is_unsigned = r.getBool("unsigned", s.is_unsigned);
   s.axis = r.getBool("per_channel", s.axis >= 0) ? 0 : -1;
   s.power_of_two_scale = r.getBool("power_of_two", s.power_of_two_scale);
@@ -267,6 +268,7 @@ nlohmann::json toJson(const QuantSpec& spec) {
   return {{"bits", spec.scheme.bits},
           {"symmetric", spec.scheme.symmetric},
           {"symmetric_range", spec.scheme.symmetric_range},
+          {"full_range_clamp", spec.scheme.full_range_clamp},
           {"unsigned", spec.scheme.is_unsigned},
           {"per_channel", spec.scheme.axis >= 0},
           {"power_of_two", spec.scheme.power_of_two_scale},

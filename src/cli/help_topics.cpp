@@ -151,6 +151,10 @@ std::vector<HelpBlock> configBlocks() {
       item("symmetric_range",
            "A signed grid without its lowest value ([-127, 127] for 8 bits). Dropped by "
            "symmetric: false or unsigned: true unless given with them."),
+      item("full_range_clamp",
+           "With symmetric_range: the scale stays amax / 127 but values clamp to [-128, 127], "
+           "as an int8 QuantizeLinear, TensorRT and Sophgo's TPU do. Dropped with "
+           "symmetric_range unless given."),
       item("unsigned", "The grid [0, 2^bits - 1]."),
       item("per_channel", "One scale per output channel (the axis comes from the op)."),
       item("power_of_two", "Scales restricted to powers of two."),

@@ -79,14 +79,19 @@ std::string zeroPointText(const nlohmann::json& values) {
   return lo == hi ? std::to_string(lo) : std::to_string(lo) + ".." + std::to_string(hi);
 }
 
-// "int8 sym [-127,127] ch0", "uint8 asym [0,255]", "int32 bias s_in*s_w".
+// "int8 sym [-127,127] ch0", "uint8 asym [0,255]", "int32 bias s_in*s_w", and
+// "int8 sym [-128,127] amax/127" where the scale spans fewer steps than the clamp.
 std::string shortScheme(const nlohmann::json& q) {
   if (!q.contains("qmin")) return "int" + std::to_string(q["bits"].get<int>()) + " s_in*s_w";
+  const int64_t qmin = q["qmin"].get<int64_t>();
+  const int64_t qmax = q["qmax"].get<int64_t>();
   std::string s = (q["unsigned"].get<bool>() ? "uint" : "int") +
                   std::to_string(q["bits"].get<int>()) +
-                  (q["symmetric"].get<bool>() ? " sym [" : " asym [") +
-                  std::to_string(q["qmin"].get<int64_t>()) + "," +
-                  std::to_string(q["qmax"].get<int64_t>()) + "]";
+                  (q["symmetric"].get<bool>() ? " sym [" : " asym [") + std::to_string(qmin) + "," +
+                  std::to_string(qmax) + "]";
+  if (q.value("scale_steps", qmax - qmin) != qmax - qmin) {
+    s += " amax/" + std::to_string(q["scale_steps"].get<int64_t>() / 2);
+  }
   if (q["axis"].get<int64_t>() >= 0) s += " ch" + std::to_string(q["axis"].get<int64_t>());
   return s;
 }

@@ -322,6 +322,7 @@ nlohmann::json quantizerTable(passes::PreparedModel& model) {
       entry["symmetric"] = q->scheme().symmetric;
       entry["qmin"] = q->scheme().qmin();
       entry["qmax"] = q->scheme().qmax();
+      entry["scale_steps"] = q->scheme().scaleSteps();
     }
     const auto values = [](const at::Tensor& t) {
       const at::Tensor d = t.to(at::kDouble).contiguous().reshape({-1});

@@ -128,6 +128,7 @@ class Inserter {
         !spec.scheme.is_unsigned && producesNonNegative(graph_, v, backend_)) {
       spec.scheme.is_unsigned = true;
       spec.scheme.symmetric_range = false;
+      spec.scheme.full_range_clamp = false;
     }
     return spec;
   }
@@ -210,6 +211,7 @@ class Inserter {
     spec.scheme.is_unsigned = trait->fixed_unsigned;
     spec.scheme.symmetric = trait->fixed_zero_point == 0;
     spec.scheme.symmetric_range = false;
+    spec.scheme.full_range_clamp = false;
     spec.observer.clear();
     spec.fake_quantizer = "Fixed";
     const std::string name = freshName(unit.output->name());

@@ -94,12 +94,18 @@ backends::QuantSpec applySpecPatch(const backends::QuantSpec& spec, const nlohma
                                    const std::string& where) {
   if (patch.is_null() || patch.empty()) return spec;
   nlohmann::json merged = backends::toJson(spec);
-  // Leaving a signed symmetric grid drops the narrow-range flag unless the patch sets it.
+  // Leaving a signed symmetric grid drops the narrow-range flag unless the patch sets it, and
+  // leaving the narrow range drops its full-range clamp.
   const bool leaves_signed_symmetric =
       (patch.contains("symmetric") && patch["symmetric"] == false) ||
       (patch.contains("unsigned") && patch["unsigned"] == true);
   if (leaves_signed_symmetric && !patch.contains("symmetric_range")) {
     merged["symmetric_range"] = false;
+  }
+  const nlohmann::json& narrow =
+      patch.contains("symmetric_range") ? patch["symmetric_range"] : merged["symmetric_range"];
+  if (narrow == false && !patch.contains("full_range_clamp")) {
+    merged["full_range_clamp"] = false;
   }
   // Another algorithm does not inherit the previous one's options.
   if (patch.contains("observer") && !patch.contains("observer_options")) {

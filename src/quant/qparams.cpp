@@ -70,7 +70,7 @@ std::pair<float, int64_t> scaleAndZeroPoint(float min_val, float max_val, const 
   checkRange(min_val, max_val);
   const float min_neg = std::min(min_val, 0.0f);
   const float max_pos = std::max(max_val, 0.0f);
-  const float levels = static_cast<float>(scheme.qmax() - scheme.qmin());
+  const float levels = static_cast<float>(scheme.scaleSteps());
   float scale;
   if (scheme.symmetric && !scheme.is_unsigned) {
     scale = std::max(-min_neg, max_pos) / (levels / 2.0f);

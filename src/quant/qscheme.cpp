@@ -11,12 +11,17 @@ namespace quant {
 int64_t QScheme::qmin() const {
   if (is_unsigned) return 0;
   const int64_t half = int64_t{1} << (bits - 1);
-  return (symmetric && symmetric_range) ? -(half - 1) : -half;
+  return (symmetric && symmetric_range && !full_range_clamp) ? -(half - 1) : -half;
 }
 
 int64_t QScheme::qmax() const {
   if (is_unsigned) return (int64_t{1} << bits) - 1;
   return (int64_t{1} << (bits - 1)) - 1;
+}
+
+int64_t QScheme::scaleSteps() const {
+  if (symmetric && symmetric_range && full_range_clamp) return 2 * qmax();
+  return qmax() - qmin();
 }
 
 void QScheme::validate() const {
@@ -27,6 +32,8 @@ void QScheme::validate() const {
                           " is invalid; use -1 for per-tensor or a channel axis >= 0");
   require(!(symmetric_range && (is_unsigned || !symmetric)),
           "quantization scheme: symmetric_range applies only to signed symmetric grids");
+  require(!full_range_clamp || symmetric_range,
+          "quantization scheme: full_range_clamp applies only to symmetric_range grids");
   require(std::isfinite(eps) && eps > 0.0,
           "quantization scheme: eps must be a positive finite number");
 }
@@ -49,6 +56,7 @@ std::string QScheme::str() const {
   std::ostringstream out;
   out << (is_unsigned ? "uint" : "int") << bits << ' ' << (symmetric ? "symmetric" : "asymmetric")
       << " [" << qmin() << ',' << qmax() << ']';
+  if (full_range_clamp) out << " (scale on +-" << qmax() << ')';
   if (perChannel()) {
     out << " per-channel(axis=" << axis << ')';
   } else {

@@ -28,6 +28,10 @@ struct QScheme {
   // Signed symmetric grids only: [-(2^(b-1)-1), 2^(b-1)-1] (TensorRT's [-127, 127]) instead of the
   // full [-2^(b-1), 2^(b-1)-1].
   bool symmetric_range = false;
+  // symmetric_range grids only: the scale still spans [-(2^(b-1)-1), 2^(b-1)-1] (amax / 127), but
+  // values clamp to the full [-2^(b-1), 2^(b-1)-1], as an int8 QuantizeLinear does: TensorRT's
+  // activations (clip to [-128, 127]) and Sophgo's TPU saturation.
+  bool full_range_clamp = false;
   // Unsigned grid [0, 2^b - 1] (activations after ReLU, asymmetric uint8).
   bool is_unsigned = false;
   // Per-channel axis of the quantized tensor; -1 means one scale for the whole tensor.
@@ -39,8 +43,12 @@ struct QScheme {
   // Smallest scale an observer may produce: guards against division by zero on constant tensors.
   double eps = 1.1920928955078125e-07;  // FLT_EPSILON, PyTorch's default
 
+  // The clamp: the lowest and highest level a value can take.
   int64_t qmin() const;
   int64_t qmax() const;
+  // How many steps the scale spans: qmax() - qmin(), except on a full_range_clamp grid, whose
+  // scale is that of the narrow range (254 steps for 8 bits).
+  int64_t scaleSteps() const;
   bool perChannel() const { return axis >= 0; }
 
   // Throws qforge::Error with a one-line message when the combination is not meaningful.

@@ -450,13 +450,32 @@ TEST(DeployVerifyCli, ALogGridActivationIsTracedInCodesAndABrokenOneNamed) {
 // Inputs five times wider than the calibration data show it at the model's input, whose values
 // are the same in both runs: the trace names the quantizer's range (it took the file's int8
 // range for the simulation's and blamed ORT's kernel before).
-TEST(DeployVerifyCli, AValuePastASymmetricRangeIsNamedAsTheQuantizersOwn) {
+// TensorRT scales activations by amax / 127 but clamps them to [-128, 127], as the file's int8
+// QuantizeLinear does. Inputs five times wider than calibration's reach -128 at the graph input.
+TEST(DeployVerifyCli, ValuesPastTheNarrowRangeClampWhereTheInt8FileClamps) {
   const std::string dir = quantized("TensorRT");
   const nlohmann::json report = verifyJson(dir + " --data random:normal,std=5 --limit 64", 0);
   const nlohmann::json* sim = comparison(report, "qdq", "simulation");
   ASSERT_NE(sim, nullptr);
-  ASSERT_TRUE(sim->contains("first_difference")) << sim->dump(2);
-  const auto& first = (*sim)["first_difference"];
+  EXPECT_FALSE(sim->contains("first_difference")) << sim->dump(2);
+  EXPECT_LT((*sim)["max_steps"].get<double>(), 0.5) << sim->dump(2);
+
+  // The same grid clamped at -127 (a chip described so) is not what the file computes, and the
+  // trace names the quantizer at the graph input.
+  const std::string custom = makeTempDir("deploy_verify") + "/narrow_clamp";
+  std::filesystem::create_directories(custom);
+  std::ofstream(custom + "/backend.json") << R"({"name": "TensorRTNarrowClamp",
+      "extends": "TensorRT", "activation": {"full_range_clamp": false}})";
+  const CliResult q =
+      runCli("quantize " + zoo("resnet") + " --backend " + custom +
+             "/backend.json --calib-batches 2 --calib-batch 32 --out " + custom + "/out --quiet");
+  ASSERT_EQ(q.exit_code, 0) << q.out;
+  const nlohmann::json narrow =
+      verifyJson(custom + "/out --data random:normal,std=5 --limit 64", 0);
+  const nlohmann::json* narrow_sim = comparison(narrow, "qdq", "simulation");
+  ASSERT_NE(narrow_sim, nullptr);
+  ASSERT_TRUE(narrow_sim->contains("first_difference")) << narrow_sim->dump(2);
+  const auto& first = (*narrow_sim)["first_difference"];
   EXPECT_EQ(first["index"], 0) << first.dump();
   EXPECT_EQ(first["max_steps"].get<double>(), 1.0);
   EXPECT_EQ(first["cause"], "quantizer_differs") << first.dump();

@@ -104,8 +104,21 @@ TEST(MultiInputDataCli, QuantizeEvalAndVerifyFeedEveryInputOneSampleAtATime) {
   }
   EXPECT_TRUE(judged_sqnr) << j.dump(2);
 
-  // Thresholds are the user's: with --strict (no waiver for carried rounding) an impossible SQNR
-  // fails, with the figure.
+  // ORT's QDQ model computes exactly what the simulation does here (SQNR infinite, null in JSON),
+  // so no SQNR threshold can fail...
+  r = runCli("verify " + out + " --data " + kData + " --min-sqnr 1000 --json", ortEnv());
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_TRUE(jsonOf(r)["comparisons"][0]["outputs"][0]["sqnr_db"].is_null()) << r.out;
+  // ...until the file differs: the Conv output's scale 1% larger in it. Thresholds are the
+  // user's: with --strict (no waiver for carried rounding) an impossible SQNR fails, with the
+  // figure.
+  std::ifstream manifest_file(out + "/deploy.json");
+  const std::string conv_output =
+      nlohmann::json::parse(manifest_file)["quantized_values"]["c"].get<std::string>();
+  Graph g = importOnnxFile(out + "/model.qdq.onnx");
+  Value* scale = g.value(conv_output)->producer()->input(1);
+  scale->setInitializer(scale->initializer() * 1.01);
+  exportOnnxFile(g, out + "/model.qdq.onnx");
   r = runCli(
       "verify " + out + " --data " + kData + " --min-sqnr 1000 --iou-threshold 0.5 --strict --json",
       ortEnv());
@@ -113,6 +126,7 @@ TEST(MultiInputDataCli, QuantizeEvalAndVerifyFeedEveryInputOneSampleAtATime) {
   j = jsonOf(r);
   ASSERT_FALSE(j["failures"].empty());
   EXPECT_NE(j["failures"][0].get<std::string>().find("SQNR"), std::string::npos);
+  EXPECT_NE(j["failures"][0].get<std::string>().find("1000"), std::string::npos);
   EXPECT_TRUE(j["comparisons"][0]["outputs"][0].contains("iou"));
 }
 

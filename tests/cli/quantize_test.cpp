@@ -76,6 +76,9 @@ TEST(QuantizeCli, TextReportShowsTheTableAndAccuracy) {
   EXPECT_NE(r.out.find("float      top-1"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("quantized  top-1"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("calibrate"), std::string::npos) << r.out;
+  // QDQ's weights are on [-127, 127]; its activations clamp at -128 with the scale amax / 127.
+  EXPECT_NE(r.out.find("int8 sym [-127,127] ch0"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("int8 sym [-128,127] amax/127"), std::string::npos) << r.out;
 }
 
 TEST(QuantizeCli, LogarithmicGridsGetTheirTableReportAndAnArithmeticQdqModel) {

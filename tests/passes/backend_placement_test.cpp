@@ -205,6 +205,7 @@ struct Grid {
   bool symmetric_range = false;
   bool per_channel = false;
   bool power_of_two = false;
+  bool full_range_clamp = false;
 };
 
 Grid s8(int bits = 8) {
@@ -212,6 +213,12 @@ Grid s8(int bits = 8) {
 }
 Grid s8r() {
   return {8, false, true, true, false, false};
+}
+// Scale amax / 127, clamp [-128, 127]: what an int8 QuantizeLinear computes.
+Grid s8rc() {
+  Grid g = s8r();
+  g.full_range_clamp = true;
+  return g;
 }
 Grid u8asym(int bits = 8) {
   return {bits, true, false, false, false, false};
@@ -228,6 +235,7 @@ Grid pot(Grid g) {
 Grid unsignedSymmetric(Grid g) {
   g.is_unsigned = true;
   g.symmetric_range = false;
+  g.full_range_clamp = false;
   return g;
 }
 
@@ -235,13 +243,14 @@ Grid unsignedSymmetric(Grid g) {
 std::string describe(const Grid& g) {
   return std::to_string(g.bits) + (g.is_unsigned ? " unsigned" : " signed") +
          (g.symmetric ? " sym" : " asym") + (g.symmetric_range ? " narrow" : "") +
-         (g.per_channel ? " axis 0" : " per-tensor") + (g.power_of_two ? " pot" : "");
+         (g.full_range_clamp ? " full-clamp" : "") + (g.per_channel ? " axis 0" : " per-tensor") +
+         (g.power_of_two ? " pot" : "");
 }
 
 std::string describe(const quant::QScheme& s) {
   if (s.axis > 0) return "unexpected axis " + std::to_string(s.axis);
   return describe(Grid{s.bits, s.is_unsigned, s.symmetric, s.symmetric_range, s.axis == 0,
-                       s.power_of_two_scale});
+                       s.power_of_two_scale, s.full_range_clamp});
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -280,10 +289,10 @@ Expected rulesOf(const std::string& backend) {
     e.layers = Quantized::GemmOnly;
   } else if (backend == "TensorRT" || backend == "QDQ") {
     e.weight = perChannel(s8r());
-    e.activation = s8r();
+    e.activation = s8rc();
   } else if (backend == "TensorRT_NLP") {
     e.weight = perChannel(s8r());
-    e.activation = s8r();
+    e.activation = s8rc();
     e.layers = Quantized::GemmOnly;
   } else if (backend == "SNPE" || backend == "QNN") {
     e.weight = u8asym();
@@ -322,7 +331,7 @@ Expected rulesOf(const std::string& backend) {
     e.unit_outputs = true;
   } else if (backend == "STPU") {
     e.weight = s8r();
-    e.activation = s8r();
+    e.activation = s8rc();
     e.unit_outputs = true;
     e.bias = Bias::OnePerLayer;
   } else if (backend == "ONNXRuntime") {

@@ -63,6 +63,17 @@ TEST(QuantConfig, PatchesMergeOverTheBackendSpec) {
   // Leaving a narrow signed grid drops symmetric_range instead of failing validation.
   spec.scheme.symmetric_range = true;
   EXPECT_FALSE(passes::applySpecPatch(spec, {{"symmetric", false}}, "t").scheme.symmetric_range);
+  // ...and its full-range clamp with it, from either direction; the clamp alone can be dropped.
+  spec.scheme.full_range_clamp = true;
+  for (const char* key : {"symmetric", "symmetric_range"}) {
+    const auto left = passes::applySpecPatch(spec, {{key, false}}, "t").scheme;
+    EXPECT_FALSE(left.symmetric_range) << key;
+    EXPECT_FALSE(left.full_range_clamp) << key;
+  }
+  const auto narrow = passes::applySpecPatch(spec, {{"full_range_clamp", false}}, "t").scheme;
+  EXPECT_TRUE(narrow.symmetric_range);
+  EXPECT_EQ(narrow.qmin(), -127);
+  EXPECT_EQ(passes::applySpecPatch(spec, {{"bits", 4}}, "t").scheme.qmin(), -8);
 }
 
 TEST(QuantConfig, MistakesNameTheirPlace) {

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <torch/csrc/autograd/autograd.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/error.h"
@@ -150,6 +151,27 @@ TEST(FakeQuantizeTest, QuantizeDequantizeFollowOnnxSemantics) {
     ASSERT_EQ(levels[i].item<int32_t>(), static_cast<int32_t>(expected)) << xs[i];
   }
   EXPECT_TRUE(at::equal(dequantize(levels, params, s), fq));
+}
+
+// TensorRT's activation quantize, roundWithTiesToEven(clip(x / s, -128, 127)) with s = amax / 127,
+// written out: values past -127.5 s reach -128, as an int8 QuantizeLinear gives them.
+TEST(FakeQuantizeTest, AFullRangeClampReachesTheLowestLevelAsTensorRTsQuantize) {
+  QScheme s = QScheme::int8Symmetric();
+  s.full_range_clamp = true;
+  const float amax = 3.0f;
+  const QParams params = qparamsFromMinMax(-amax, amax, s);
+  const float scale = params.scaleValue();
+  const at::Tensor x = probeValues(scale, 0, 20000, 11, /*with_extremes=*/true);
+  const at::Tensor levels = quantize(x, params, s);
+  const float* xs = x.data_ptr<float>();
+  int64_t at_lowest = 0;
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    const float expected = std::nearbyint(std::clamp(xs[i] / (amax / 127.0f), -128.0f, 127.0f));
+    ASSERT_EQ(levels[i].item<int32_t>(), static_cast<int32_t>(expected)) << xs[i];
+    at_lowest += expected == -128.0f;
+  }
+  EXPECT_GT(at_lowest, 100);
+  EXPECT_TRUE(at::equal(fakeQuantize(x, params, s), dequantize(levels, params, s)));
 }
 
 TEST(FakeQuantizeTest, OnnxConformanceData) {

@@ -66,6 +66,15 @@ TEST(QParamsTest, SymmetricRangeAndUnsignedSymmetric) {
   EXPECT_EQ(p.zeroPointValue(), 0);
 }
 
+TEST(QParamsTest, AFullRangeClampKeepsTheScaleOfTheNarrowRange) {
+  // amax / 127 as TensorRT's calibration: the clamp's extra level -128 does not widen the scale.
+  QScheme s = grid(8, true, false, true);
+  s.full_range_clamp = true;
+  const QParams p = qparamsFromMinMax(-2.0f, 1.0f, s);
+  EXPECT_EQ(p.scaleValue(), 2.0f / 127.0f);
+  EXPECT_EQ(p.zeroPointValue(), 0);
+}
+
 TEST(QParamsTest, ConstantTensorFallsBackToEps) {
   QScheme s = grid(8, false, true);
   QParams p = qparamsFromMinMax(0.0f, 0.0f, s);

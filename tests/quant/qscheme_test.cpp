@@ -37,6 +37,25 @@ TEST(QSchemeTest, GridBoundsForCommonSchemes) {
   }
 }
 
+// TensorRT's activations: the scale spans [-127, 127] (amax / 127) but the clamp is the full
+// int8 range, as roundWithTiesToEven(clip(x / s, -128, 127)) in TensorRT's developer guide.
+TEST(QSchemeTest, AFullRangeClampKeepsTheNarrowScaleAndClampsAtTheFullRange) {
+  QScheme s = scheme(8, true, true, false);
+  EXPECT_EQ(s.scaleSteps(), 254);
+  s.full_range_clamp = true;
+  EXPECT_NO_THROW(s.validate());
+  EXPECT_EQ(s.qmin(), -128);
+  EXPECT_EQ(s.qmax(), 127);
+  EXPECT_EQ(s.scaleSteps(), 254);
+  EXPECT_EQ(s.str(), "int8 symmetric [-128,127] (scale on +-127) per-tensor half-to-even");
+  s.bits = 4;
+  EXPECT_EQ(s.qmin(), -8);
+  EXPECT_EQ(s.scaleSteps(), 14);
+  // Without it the scale spans the clamp.
+  EXPECT_EQ(scheme(8, true, false, false).scaleSteps(), 255);
+  EXPECT_EQ(scheme(8, false, false, true).scaleSteps(), 255);
+}
+
 TEST(QSchemeTest, RejectsMeaninglessSchemes) {
   auto expectError = [](const QScheme& s, const std::string& fragment) {
     try {
@@ -50,6 +69,9 @@ TEST(QSchemeTest, RejectsMeaninglessSchemes) {
   expectError(scheme(17, true, false, false), "bits=17");
   expectError(scheme(8, true, true, true), "symmetric_range");
   expectError(scheme(8, false, true, false), "symmetric_range");
+  QScheme clamp_without_narrow_range = scheme(8, true, false, false);
+  clamp_without_narrow_range.full_range_clamp = true;
+  expectError(clamp_without_narrow_range, "full_range_clamp");
   QScheme bad_axis;
   bad_axis.axis = -2;
   expectError(bad_axis, "axis=-2");

@@ -15,6 +15,7 @@ QScheme levelGrid(QScheme scheme) {
   scheme.bits += 1;
   scheme.symmetric = true;
   scheme.symmetric_range = true;
+  scheme.full_range_clamp = false;
   return scheme;
 }
 
