@@ -93,10 +93,8 @@ bool isChannelsLast(const onnx::NodeProto& n) {
 
 OrtObservedModel::OrtObservedModel(const OrtRunner& ort, const std::string& path)
     : dir_("ort-observed"), runner_(withoutOptimization(ort)) {
-  const std::string optimized_path = dir_.file("optimized.onnx");
-  ort.saveOptimized(path, optimized_path);
   exported_ = readModel(path);
-  optimized_ = readModel(optimized_path);
+  optimized_ = ort.optimizedModel(path);
   for (const onnx::NodeProto& n : exported_.graph().node()) {
     for (const std::string& input : n.input())
       exported_readers_[input].push_back(&n);

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
@@ -155,6 +156,17 @@ void OrtRunner::saveOptimized(const std::string& model_path, const std::string& 
   runScript(dir, model_path, {"--save-optimized", out_path});
   require(fs::is_regular_file(out_path, ec),
           "ONNX Runtime wrote no optimized model for '" + model_path + "'");
+}
+
+onnx::ModelProto OrtRunner::optimizedModel(const std::string& model_path) const {
+  TempDir dir("ort-optimized");
+  const std::string path = dir.file("optimized.onnx");
+  saveOptimized(model_path, path);
+  std::ifstream in(path, std::ios::binary);
+  onnx::ModelProto model;
+  require(in && model.ParseFromIstream(&in),
+          "'" + path + "', ONNX Runtime's optimized '" + model_path + "', is no ONNX model");
+  return model;
 }
 
 TensorMap OrtRunner::run(const std::string& model_path, const TensorMap& feeds,

@@ -5,6 +5,8 @@
 // files; node is spawned without a shell.
 #pragma once
 
+#include <onnx/onnx_pb.h>
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -59,6 +61,8 @@ class OrtRunner {
   // as outputs changes nothing, which exposing them in `model_path` can (ORT does not fuse a
   // QuantizeLinear whose output is a graph output). Throws qforge::Error as run() does.
   void saveOptimized(const std::string& model_path, const std::string& out_path) const;
+  // That graph, read back.
+  onnx::ModelProto optimizedModel(const std::string& model_path) const;
 
   const OrtRunnerOptions& options() const { return options_; }
   const std::string& ortDir() const { return options_.ort_dir; }

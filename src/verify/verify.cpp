@@ -16,6 +16,7 @@
 #include "exec/executor.h"
 #include "ir/onnx_import.h"
 #include "verify/deployed_parameters.h"
+#include "verify/ort_fused_groups.h"
 #include "verify/runtime_kernels.h"
 
 namespace qforge::verify {
@@ -128,7 +129,7 @@ class Verifier {
             describeOps(names));
       }
     }
-    openModels(models);
+    openModels(models, report);
     max_abs_sim_.assign(outputs_.size(), 0.0);
     while (auto batch = loader.next()) {
       report.batch = std::max<int64_t>(report.batch, static_cast<int64_t>(batch->indices.size()));
@@ -152,7 +153,7 @@ class Verifier {
   }
 
   // The emulator and the streams each exported model is compared in.
-  void openModels(const nlohmann::json& models) {
+  void openModels(const nlohmann::json& models, VerifyReport& report) {
     // The QOperator model's emulation is also what ONNX Runtime computes for the QDQ model once
     // its QDQ transformer has fused the same groups into the same integer kernels.
     if (models.contains("qoperator") && options_.emulation != nullptr) {
@@ -162,6 +163,16 @@ class Verifier {
       if (options_.ort.optimization != OrtOptimization::Disabled) {
         for (auto& [name, value] : ortQuantizedWeights(*qop_graph_))
           qop_graph_->findValue(name)->setInitializer(value);
+        // And the float groups ORT fuses into kernels of other arithmetic, as it fused them.
+        const std::string qop_file = fileIn(dir_, models["qoperator"]);
+        const std::vector<std::string> fused =
+            fuseAsOrtDid(*qop_graph_, ort_.optimizedModel(qop_file));
+        if (!fused.empty()) {
+          report.notes.push_back(std::to_string(fused.size()) +
+                                 " float groups ONNX Runtime fuses into kernels that round "
+                                 "otherwise are emulated as those kernels: " +
+                                 describeOps(fused));
+        }
       }
       emulator_ = std::make_unique<Executor>(*qop_graph_, ExecutorOptions{}, *options_.emulation);
     }

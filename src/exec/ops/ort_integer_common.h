@@ -48,7 +48,8 @@ at::Tensor wrapToInt32(const at::Tensor& exact);
 OpInfo microsoft(OpInfo info);
 
 // Registers QLinearAdd, QLinearMul, QLinearGlobalAveragePool, QLinearAveragePool, QLinearConcat,
-// QLinearLeakyRelu, QLinearSigmoid and QLinearSoftmax (exec/ops/ort_integer_contrib.cpp).
+// QLinearLeakyRelu, QLinearSigmoid, QLinearSoftmax and MatMulIntegerToFloat
+// (exec/ops/ort_integer_contrib.cpp).
 void registerContribOps(OpRegistry& registry);
 
 }  // namespace qforge::ort_integer

@@ -1,8 +1,8 @@
 // ONNX Runtime's integer arithmetic for the com.microsoft QOperator ops without weights:
 // QLinearAdd, QLinearMul, QLinearGlobalAveragePool, QLinearAveragePool and the 256-entry-table ops
-// (QLinearConcat, QLinearLeakyRelu, QLinearSigmoid), and QLinearSoftmax
-// (exec/ops/ort_qlinear_softmax). The ORT facts they reproduce are listed at
-// the top of exec/ops/ort_integer.cpp, which registers them through registerContribOps.
+// (QLinearConcat, QLinearLeakyRelu, QLinearSigmoid), QLinearSoftmax
+// (exec/ops/ort_qlinear_softmax), and MatMulIntegerToFloat. The ORT facts they reproduce are listed
+// at the top of exec/ops/ort_integer.cpp, which registers them through registerContribOps.
 #include <ATen/ATen.h>
 #include <ATen/ExpandUtils.h>
 
@@ -370,6 +370,28 @@ std::vector<at::Tensor> qlinearConcat(const OpContext& ctx) {
   return {at::cat(parts, axis)};
 }
 
+// --------------------------------------------------------------------- MatMulIntegerToFloat
+
+// com.microsoft MatMulIntegerToFloat (A, B, a_scale, b_scale, a_zero_point, b_zero_point, bias),
+// which ORT's QDQ transformer makes of DequantizeLinear x2 -> MatMul with no QuantizeLinear
+// after it: QGEMM sums (a - a_zp)(b - b_zp) in int32, and its output processor converts each sum
+// to float and multiplies it by a_scale * b_scale (one float product), then adds the bias.
+std::vector<at::Tensor> matmulIntegerToFloat(const OpContext& ctx) {
+  const at::Tensor& a = quant8Input(ctx, 0, "A");
+  const at::Tensor& b = quant8Input(ctx, 1, "B");
+  const float a_scale = scaleValue(ctx, 2, "a_scale");
+  const float b_scale = scaleValue(ctx, 3, "b_scale");
+  const int64_t a_zp = zeroPointValue(ctx, 4, "a_zero_point", a.scalar_type(), "A");
+  const int64_t b_zp = zeroPointValue(ctx, 5, "b_zero_point", b.scalar_type(), "B");
+  // Integer products summed in double are exact in any order (each sum stays below 2^53).
+  const at::Tensor exact = at::matmul(a.to(at::kDouble).sub(static_cast<double>(a_zp)),
+                                      b.to(at::kDouble).sub(static_cast<double>(b_zp)));
+  const float multiplier = a_scale * b_scale;
+  at::Tensor y = wrapToInt32(exact).to(at::kFloat).mul(at::scalar_tensor(multiplier));
+  if (ctx.hasInput(6)) y = y.add(ctx.input(6).to(at::kFloat));
+  return {y};
+}
+
 }  // namespace
 
 void registerContribOps(OpRegistry& registry) {
@@ -382,6 +404,7 @@ void registerContribOps(OpRegistry& registry) {
   registry.add(microsoft(op("QLinearLeakyRelu", 1, kLatestOpset, qlinearLeakyRelu)));
   registry.add(microsoft(op("QLinearSigmoid", 1, kLatestOpset, qlinearSigmoid)));
   registry.add(microsoft(op("QLinearSoftmax", 1, kLatestOpset, qlinearSoftmax)));
+  registry.add(microsoft(op("MatMulIntegerToFloat", 1, kLatestOpset, matmulIntegerToFloat)));
 }
 
 }  // namespace qforge::ort_integer
