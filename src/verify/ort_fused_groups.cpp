@@ -60,38 +60,52 @@ const Node* dequantizedAt(const Value* v) {
   return nullptr;
 }
 
-// True when `x` holds the levels of a DequantizeLinear by `scale` and `zero_point`: quantizing
-// it again on that grid gives the levels back exactly (|level - zp| <= 255, so x / scale is
-// within 2^-15 of a whole number).
-bool dequantizedBy(const Value* x, const Value* scale, const Value* zero_point) {
+// The DequantizeLinear whose levels `x` holds and that QuantizeLinear can take back exactly
+// (|level - zp| <= 255, so x / scale is within 2^-15 of a whole number): per tensor, or along the
+// last axis of a weight `x` that reads it directly (per column); else nullptr.
+const Node* levelsSource(const Value* x) {
   const Node* dq = dequantizedAt(x);
-  return dq != nullptr && dq->input(1) == scale && dq->input(2) == zero_point &&
-         deploy::isScalarInitializer(scale) && deploy::isScalarInitializer(zero_point);
+  if (dq == nullptr || dq->input(2) == nullptr || !dq->input(1)->isInitializer() ||
+      !dq->input(2)->isInitializer()) {
+    return nullptr;
+  }
+  if (deploy::isScalarInitializer(dq->input(1))) return dq;
+  // Per column: a weight, read directly.
+  if (x->producer() != dq || !dq->input(0)->isInitializer()) return nullptr;
+  const int64_t rank = dq->input(0)->initializer().dim();
+  const Attribute* axis_attribute = dq->attributes.find("axis");
+  const int64_t axis = axis_attribute != nullptr ? axis_attribute->i : 1;  // ONNX's default
+  const bool last_axis = rank >= 2 && (axis == -1 || axis == rank - 1);
+  return last_axis && dq->input(1)->initializer().dim() == 1 ? dq : nullptr;
 }
 
+// QuantizeLinear of `x` on the grid of `dq`, which gives its levels back.
+Value* levelsOf(Graph& g, Value* x, const Node* dq) {
+  Node* q = g.addNode("QuantizeLinear", {x, dq->input(1), dq->input(2)},
+                      {g.uniqueName(x->name() + "_levels")});
+  if (dq->attributes.has("axis")) q->attributes.set(*dq->attributes.find("axis"));
+  return q->output(0);
+}
+
+// Where ORT fused a MatMul of two dequantized operands into MatMulIntegerToFloat. The scales and
+// zero points are taken from the DequantizeLinears of the emulated file: ORT may have moved int8
+// operands to uint8 with zero points + 128, which leaves every level - zero point as it was.
 bool fuseMatMulIntegerToFloat(Graph& g, const onnx::NodeProto& fused) {
   Value* y = g.findValue(fused.output(0));
   if (y == nullptr || y->producer() == nullptr || y->producer()->opType() != "MatMul") return false;
   // A bias folded in too (a following Add) is not rewritten.
   if (fused.input_size() > 6 && !fused.input(6).empty()) return false;
   Node* matmul = y->producer();
-  Value* a_scale = valueOf(g, fused, 2);
-  Value* b_scale = valueOf(g, fused, 3);
-  Value* a_zp = valueOf(g, fused, 4);
-  Value* b_zp = valueOf(g, fused, 5);
   Value* a = matmul->input(0);
   Value* b = matmul->input(1);
-  if (a == nullptr || b == nullptr || !dequantizedBy(a, a_scale, a_zp) ||
-      !dequantizedBy(b, b_scale, b_zp)) {
+  const Node* a_dq = a != nullptr ? levelsSource(a) : nullptr;
+  const Node* b_dq = b != nullptr ? levelsSource(b) : nullptr;
+  if (a_dq == nullptr || b_dq == nullptr || !deploy::isScalarInitializer(a_dq->input(1))) {
     return false;
   }
-  Value* a_levels =
-      g.addNode("QuantizeLinear", {a, a_scale, a_zp}, {g.uniqueName(a->name() + "_levels")})
-          ->output(0);
-  Value* b_levels =
-      g.addNode("QuantizeLinear", {b, b_scale, b_zp}, {g.uniqueName(b->name() + "_levels")})
-          ->output(0);
-  Node* node = g.addNode("MatMulIntegerToFloat", {a_levels, b_levels, a_scale, b_scale, a_zp, b_zp},
+  Node* node = g.addNode("MatMulIntegerToFloat",
+                         {levelsOf(g, a, a_dq), levelsOf(g, b, b_dq), a_dq->input(1),
+                          b_dq->input(1), a_dq->input(2), b_dq->input(2)},
                          {g.uniqueName(y->name() + "_ort_fused")}, fused.name(), kMicrosoft);
   takeOver(g, y, node->output(0));
   return true;

@@ -194,15 +194,50 @@ TEST(OrtFusedGroups, AMatMulOfTwoDequantizedTensorsRunsAsOrtsMatMulIntegerToFloa
   EXPECT_TRUE(at::equal(emulated, sums.to(at::kFloat) * (a_scale * b_scale)));
 }
 
-TEST(OrtFusedGroups, AMatMulWhoseOperandsAreNotTheFusedDequantizationsIsLeftAsItIs) {
+TEST(OrtFusedGroups, AMatMulWhoseOperandIsNotALevelOfTheFileIsLeftAsItIs) {
   const std::string model = dequantizedMatMulModel(0.0371f, 0.0213f);
   Graph g = importOnnxFile(model);
-  // The emulated file dequantizes A on another scale than the one ORT fused with.
-  g.setInput(g.findNode("attn/MatMul")->input(0)->producer(), 1,
-             g.addInitializer("other_scale", at::scalar_tensor(0.05f)));
+  // In the emulated file A passes a Relu after its DequantizeLinear: not levels any more.
+  Node* matmul = g.findNode("attn/MatMul");
+  Value* a = matmul->input(0);
+  g.setInput(matmul, 0, g.addNode("Relu", {a}, {"a_relu"})->output(0));
   EXPECT_TRUE(verify::fuseAsOrtDid(g, ort().optimizedModel(model)).empty());
   EXPECT_EQ(count(g, "MatMul"), 1);
   EXPECT_EQ(count(g, "MatMulIntegerToFloat"), 0);
+}
+
+// A weight per column, int8 activations (ORT moves them to uint8 with zero points + 128, names
+// the emulated file does not have): the parameters come from the file's own dequantizations.
+TEST(OrtFusedGroups, APerColumnWeightAndInt8ActivationsRunAsOrtsMatMulIntegerToFloat) {
+  at::manual_seed(24);
+  const at::Tensor weight = at::randint(-127, 128, {16, 6}).to(at::kChar);
+  const at::Tensor column_scales = at::rand({6}) * 0.02 + 0.005;
+  OnnxBuilder b;
+  b.input("a", kFloat, {-1, 10, 16}).output("y", kFloat, {-1, 10, 6});
+  b.initializer("a_scale", at::scalar_tensor(0.05f));
+  b.initializer("a_zp", at::scalar_tensor(3, at::kChar));
+  b.initializer("w", weight).initializer("w_scale", column_scales);
+  b.initializer("w_zp", at::zeros({6}, at::kChar));
+  b.node("QuantizeLinear", {"a", "a_scale", "a_zp"}, {"a_q"});
+  b.node("DequantizeLinear", {"a_q", "a_scale", "a_zp"}, {"a_dq"});
+  addIntAttribute(b.node("DequantizeLinear", {"w", "w_scale", "w_zp"}, {"w_dq"}), "axis", 1);
+  b.node("MatMul", {"a_dq", "w_dq"}, {"y"}, "fc/MatMul");
+  const std::string model = makeTempDir("ort-dq-matmul-columns") + "/model.onnx";
+  b.save(model);
+  const at::Tensor a = at::randn({8, 10, 16}) * 3;
+  const at::Tensor expected = ort().run(model, {{"a", a}}).at("y");
+
+  Graph g = importOnnxFile(model);
+  ASSERT_EQ(verify::fuseAsOrtDid(g, ort().optimizedModel(model)).size(), 1u);
+  Executor emulation(g, {}, ortEmulationRegistry());
+  const at::Tensor emulated = emulation.run({{"a", a}}).at("y");
+  EXPECT_TRUE(at::equal(emulated, expected))
+      << (emulated - expected).ne(0).sum().item<int64_t>() << " elements differ";
+  // The closed form, per column: the exact integer sum, to float, times a_scale * w_scale[n].
+  Graph plain = importOnnxFile(model);
+  const at::Tensor levels = Executor(plain).run({{"a", a}}, {"a_q"}).at("a_q");
+  const at::Tensor sums = at::matmul(levels.to(at::kDouble) - 3, weight.to(at::kDouble));
+  EXPECT_TRUE(at::equal(emulated, sums.to(at::kFloat) * (0.05f * column_scales)));
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "core/error.h"
 #include "exec/op_info.h"
 #include "exec/ops/common.h"
 #include "exec/ops/conv_geometry.h"
@@ -375,19 +376,29 @@ std::vector<at::Tensor> qlinearConcat(const OpContext& ctx) {
 // com.microsoft MatMulIntegerToFloat (A, B, a_scale, b_scale, a_zero_point, b_zero_point, bias),
 // which ORT's QDQ transformer makes of DequantizeLinear x2 -> MatMul with no QuantizeLinear
 // after it: QGEMM sums (a - a_zp)(b - b_zp) in int32, and its output processor converts each sum
-// to float and multiplies it by a_scale * b_scale (one float product), then adds the bias.
+// to float and multiplies it by a_scale * b_scale (one float product per column when B's scale
+// is per column), then adds the bias.
 std::vector<at::Tensor> matmulIntegerToFloat(const OpContext& ctx) {
   const at::Tensor& a = quant8Input(ctx, 0, "A");
   const at::Tensor& b = quant8Input(ctx, 1, "B");
   const float a_scale = scaleValue(ctx, 2, "a_scale");
-  const float b_scale = scaleValue(ctx, 3, "b_scale");
   const int64_t a_zp = zeroPointValue(ctx, 4, "a_zero_point", a.scalar_type(), "A");
-  const int64_t b_zp = zeroPointValue(ctx, 5, "b_zero_point", b.scalar_type(), "B");
+  const int64_t columns = b.size(-1);
+  const at::Tensor b_scale = requiredInput(ctx, 3, "b_scale").to(at::kFloat).reshape({-1});
+  const at::Tensor b_zp =
+      ctx.hasInput(5) ? ctx.input(5).to(at::kDouble).reshape({-1}) : at::zeros({1}, at::kDouble);
+  for (const at::Tensor* t : {&b_scale, &b_zp}) {
+    if (t->numel() != 1 && t->numel() != columns) {
+      throw qforge::Error("MatMulIntegerToFloat '" + ctx.node().name() +
+                          "': B's scale and zero point " + "must be one value or one per column (" +
+                          std::to_string(columns) + "), got " + std::to_string(t->numel()));
+    }
+  }
   // Integer products summed in double are exact in any order (each sum stays below 2^53).
-  const at::Tensor exact = at::matmul(a.to(at::kDouble).sub(static_cast<double>(a_zp)),
-                                      b.to(at::kDouble).sub(static_cast<double>(b_zp)));
-  const float multiplier = a_scale * b_scale;
-  at::Tensor y = wrapToInt32(exact).to(at::kFloat).mul(at::scalar_tensor(multiplier));
+  const at::Tensor exact =
+      at::matmul(a.to(at::kDouble).sub(static_cast<double>(a_zp)), b.to(at::kDouble).sub(b_zp));
+  const at::Tensor multiplier = at::scalar_tensor(a_scale, at::kFloat) * b_scale;
+  at::Tensor y = wrapToInt32(exact).to(at::kFloat).mul(multiplier);
   if (ctx.hasInput(6)) y = y.add(ctx.input(6).to(at::kFloat));
   return {y};
 }
