@@ -30,15 +30,11 @@ void takeOver(Graph& g, Value* replaced, Value* produced) {
 bool fuseSimplifiedLayerNorm(Graph& g, const onnx::NodeProto& fused) {
   Value* y = g.findValue(fused.output(0));
   if (y == nullptr || y->producer() == nullptr || y->producer()->opType() != "Mul") return false;
-  std::vector<Value*> inputs;
-  for (int i = 0; i < fused.input_size(); ++i) {
-    Value* v = valueOf(g, fused, i);
-    if (v == nullptr && !fused.input(i).empty()) return false;
-    inputs.push_back(v);
-  }
-  if (inputs.size() < 2 || inputs[0] == nullptr || inputs[1] == nullptr) return false;
-  Node* node = g.addNode(fused.op_type(), inputs, {g.uniqueName(y->name() + "_ort_fused")},
-                         fused.name(), kMicrosoft);
+  Value* x = valueOf(g, fused, 0);
+  Value* scale = valueOf(g, fused, 1);
+  if (x == nullptr || scale == nullptr) return false;
+  Node* node = g.addNode("SimplifiedLayerNormalization", {x, scale},
+                         {g.uniqueName(y->name() + "_ort_fused")}, fused.name(), kMicrosoft);
   for (const onnx::AttributeProto& a : fused.attribute()) {
     if (a.name() == "axis") node->attributes.set(Attribute::makeInt("axis", a.i()));
     if (a.name() == "epsilon") node->attributes.set(Attribute::makeFloat("epsilon", a.f()));
@@ -118,7 +114,7 @@ std::vector<std::string> fuseAsOrtDid(Graph& emulated, const onnx::ModelProto& o
   for (const onnx::NodeProto& n : optimized.graph().node()) {
     if (n.output_size() < 1) continue;
     if (n.op_type() == "SimplifiedLayerNormalization" && fuseSimplifiedLayerNorm(emulated, n)) {
-      fused.push_back(n.op_type() + " '" + n.output(0) + "'");
+      fused.push_back("SimplifiedLayerNormalization '" + n.output(0) + "'");
     } else if (n.op_type() == "MatMulIntegerToFloat" && fuseMatMulIntegerToFloat(emulated, n)) {
       fused.push_back("MatMulIntegerToFloat '" + n.output(0) + "'");
     }

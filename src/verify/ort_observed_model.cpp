@@ -10,13 +10,6 @@ namespace qforge::verify {
 
 namespace {
 
-onnx::ModelProto readModel(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  onnx::ModelProto model;
-  require(in && model.ParseFromIstream(&in), "'" + path + "': cannot read it as an ONNX model");
-  return model;
-}
-
 OrtRunner withoutOptimization(const OrtRunner& ort) {
   OrtRunnerOptions options = ort.options();
   options.optimization = OrtOptimization::Disabled;
@@ -93,7 +86,7 @@ bool isChannelsLast(const onnx::NodeProto& n) {
 
 OrtObservedModel::OrtObservedModel(const OrtRunner& ort, const std::string& path)
     : dir_("ort-observed"), runner_(withoutOptimization(ort)) {
-  exported_ = readModel(path);
+  exported_ = readModelProto(path);
   optimized_ = ort.optimizedModel(path);
   for (const onnx::NodeProto& n : exported_.graph().node()) {
     for (const std::string& input : n.input())

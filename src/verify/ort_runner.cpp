@@ -162,10 +162,13 @@ onnx::ModelProto OrtRunner::optimizedModel(const std::string& model_path) const 
   TempDir dir("ort-optimized");
   const std::string path = dir.file("optimized.onnx");
   saveOptimized(model_path, path);
+  return readModelProto(path);
+}
+
+onnx::ModelProto readModelProto(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   onnx::ModelProto model;
-  require(in && model.ParseFromIstream(&in),
-          "'" + path + "', ONNX Runtime's optimized '" + model_path + "', is no ONNX model");
+  require(in && model.ParseFromIstream(&in), "'" + path + "': cannot read it as an ONNX model");
   return model;
 }
 

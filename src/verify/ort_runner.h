@@ -76,6 +76,9 @@ class OrtRunner {
   std::string node_path_;
 };
 
+// The ONNX model in `path`, as protobuf; throws qforge::Error naming the file when it is none.
+onnx::ModelProto readModelProto(const std::string& path);
+
 // The ORT directory an OrtRunner uses: `explicit_dir` when not empty, else $QFORGE_ORT_DIR, else
 // ${XDG_CACHE_HOME:-$HOME/.cache}/qforge/ort.
 std::string resolveOrtDir(const std::string& explicit_dir = "");

@@ -156,17 +156,17 @@ class Verifier {
   void openModels(const nlohmann::json& models, VerifyReport& report) {
     // The QOperator model's emulation is also what ONNX Runtime computes for the QDQ model once
     // its QDQ transformer has fused the same groups into the same integer kernels.
-    if (models.contains("qoperator") && options_.emulation != nullptr) {
-      qop_graph_ = std::make_unique<Graph>(importOnnxFile(fileIn(dir_, models["qoperator"])));
+    if (models.contains("qoperator")) qop_path_ = fileIn(dir_, models["qoperator"]);
+    if (!qop_path_.empty() && options_.emulation != nullptr) {
+      qop_graph_ = std::make_unique<Graph>(importOnnxFile(qop_path_));
       // ORT quantizes the float weights of the QOperator model's float Conv/Gemm between
       // quantized values too: the emulation computes with the same values.
       if (options_.ort.optimization != OrtOptimization::Disabled) {
         for (auto& [name, value] : ortQuantizedWeights(*qop_graph_))
           qop_graph_->findValue(name)->setInitializer(value);
         // And the float groups ORT fuses into kernels of other arithmetic, as it fused them.
-        const std::string qop_file = fileIn(dir_, models["qoperator"]);
         const std::vector<std::string> fused =
-            fuseAsOrtDid(*qop_graph_, ort_.optimizedModel(qop_file));
+            fuseAsOrtDid(*qop_graph_, ort_.optimizedModel(qop_path_));
         if (!fused.empty()) {
           report.notes.push_back(std::to_string(fused.size()) +
                                  " float groups ONNX Runtime fuses into kernels that round "
@@ -194,7 +194,6 @@ class Verifier {
       // by-product that locates differences, with float ops between its integer kernels.
       const std::string format = manifest_.value("deploy_format", "");
       const bool deployed = format == "onnx_qnn" || format == "qoperator";
-      qop_path_ = fileIn(dir_, models["qoperator"].get<std::string>());
       if (emulator_) qop_emu_ = addStream("qoperator", "emulation", deployed, k);
       qop_sim_ = addStream("qoperator", "simulation", deployed, 0);
     }
