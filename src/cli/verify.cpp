@@ -229,7 +229,8 @@ std::pair<CLI::App*, std::function<int()>> addVerifyCommand(CLI::App& app) {
                   "Top-1 agreement with the simulation needed to pass")
       ->capture_default_str();
   sub->add_option("--max-accuracy-gap", o->max_accuracy_gap,
-                  "Largest accuracy difference from the simulation (fraction) to pass")
+                  "Largest accuracy difference from the simulation (fraction) to pass, rounded up "
+                  "to whole samples")
       ->capture_default_str();
   sub->add_option("--min-exact", o->min_exact,
                   "Share of output elements equal to the emulation's needed to pass")

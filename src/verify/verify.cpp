@@ -33,6 +33,13 @@ const Comparison* exactEmulation(const std::vector<Comparison>& comparisons,
   return nullptr;
 }
 
+double accuracyGapThreshold(double max_gap, int64_t samples) {
+  if (samples <= 0 || max_gap <= 0) return max_gap;
+  const double n = static_cast<double>(samples);
+  // The tolerance keeps a limit of exactly k samples at k (0.07 * 100 is 7.000000000000001).
+  return std::ceil(max_gap * n - 1e-9) / n;
+}
+
 namespace {
 
 const char kSimulation[] = "qforge simulation";
@@ -561,11 +568,13 @@ void Verifier::judge(VerifyReport& report) const {
     const std::string path = c.model == "qdq" ? kOrtQdq : kOrtQop;
     if (c.reference == "simulation" && accuracy.count(path) && accuracy.count(kSimulation)) {
       const double gap = std::fabs(accuracy[path] - simulated);
-      std::snprintf(buf, sizeof(buf), "%s: accuracy differs by %.2f points > %.2f", what.c_str(),
-                    100 * gap, 100 * options_.max_accuracy_gap);
+      const double limit = accuracyGapThreshold(options_.max_accuracy_gap, report.samples);
+      std::snprintf(buf, sizeof(buf),
+                    "%s: accuracy differs by %.2f points > %.2f (%.2f in whole samples of %lld)",
+                    what.c_str(), 100 * gap, 100 * options_.max_accuracy_gap, 100 * limit,
+                    static_cast<long long>(report.samples));
       apply(report,
-            Criterion{what, outputs_.front(), "accuracy_gap", gap, options_.max_accuracy_gap, false,
-                      false, false},
+            Criterion{what, outputs_.front(), "accuracy_gap", gap, limit, false, false, false},
             buf);
     }
   }

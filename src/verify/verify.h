@@ -33,7 +33,7 @@ struct VerifyOptions {
   // outputs top-1 agreement and accuracy gap; for any other output SQNR, cosine similarity, the
   // 99th-percentile difference and, with iou_threshold, the IoU of the maps thresholded there.
   double min_agreement = 0.999;
-  double max_accuracy_gap = 0.0005;  // 0.05 points
+  double max_accuracy_gap = 0.0005;  // 0.05 points, rounded up to whole samples (below)
   double min_sqnr_db = 30;
   double min_cosine = 0.999;
   double max_p99_steps = 1.0;
@@ -115,6 +115,12 @@ struct VerifyReport {
   bool passed = false;
   std::vector<std::string> failures;  // which criterion failed, with the figure
 };
+
+// The accuracy gap verify allows over `samples` labelled samples: `max_gap` rounded up to whole
+// samples. Accuracies over N samples move in steps of 1/N, so a limit finer than one step (0.05
+// points at fewer than 2,000 samples) would admit no flipped answer at all, stricter than the
+// top-1 agreement beside it; 0 stays 0.
+double accuracyGapThreshold(double max_gap, int64_t samples);
 
 // The comparison of ONNX Runtime's `model` ("qdq" or "qoperator") with qforge's integer emulation
 // when every output meets the emulation criteria (exact share, largest difference), else nullptr.

@@ -90,6 +90,14 @@ TEST(DeployVerifyCli, IntegerEmulationPredictsOnnxRuntimeOnTheZooResNet) {
   EXPECT_EQ(acc.size(), 4u);
   EXPECT_DOUBLE_EQ(acc["qforge simulation"].get<double>(),
                    acc["ONNX Runtime, QDQ model"].get<double>());
+  // The 0.05-point accuracy limit is judged in whole samples: one image of these 200.
+  bool gap_judged = false;
+  for (const auto& c : report["criteria"]) {
+    if (c["metric"] != "accuracy_gap") continue;
+    gap_judged = true;
+    EXPECT_DOUBLE_EQ(c["threshold"].get<double>(), 1.0 / 200) << c.dump();
+  }
+  EXPECT_TRUE(gap_judged) << report["criteria"].dump(2);
 }
 
 TEST(DeployVerifyCli, ABrokenLayerScaleInTheExportedModelIsCaughtAndNamed) {
