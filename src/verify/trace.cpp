@@ -19,6 +19,15 @@
 
 namespace qforge::verify {
 
+at::Tensor logGridLevels(const at::Tensor& x, double z) {
+  const at::Tensor d = x.to(at::kDouble);
+  const at::Tensor code = d.abs().clamp_min(1e-300).log2().mul_(16).sub_(z).round_();
+  const at::Tensor positive = code.clamp(0, 127).add(1);
+  const at::Tensor negative = code.clamp(1, 127).neg();
+  return at::where(d >= std::exp2((z - 16) / 16), positive,
+                   at::where(d < -std::exp2((z - 15) / 16), negative, at::zeros_like(d)));
+}
+
 namespace {
 
 // ORT's values of `tensors` (intermediate tensors of the exported model `g`) on `feeds`: `g`
@@ -35,20 +44,6 @@ TensorMap ortIntermediates(const OrtRunner& ort, Graph g, const TensorMap& feeds
   const std::string traced = scratch.file("traced.onnx");
   exportOnnxFile(g, traced);
   return ort.run(traced, feeds, tensors);
-}
-
-// NNIE's logarithmic grid, which deploy writes as float arithmetic (deploy/qdq_onnx.cpp): code =
-// round(16 log2|x| - z) clamped to [0, 127] for positive values (from 2^((z - 16) / 16) on),
-// [1, 127] for negative ones (below -2^((z - 15) / 16)), zero between. As levels: 0 for zero and
-// +-(code + 1), so that neighbouring grid values are one level apart. Of a value on the grid (the
-// quantized tensor) the code is exact; of any value, the one the grid gives it.
-at::Tensor logGridLevels(const at::Tensor& x, double z) {
-  const at::Tensor d = x.to(at::kDouble);
-  const at::Tensor code = d.abs().clamp_min(1e-300).log2().mul_(16).sub_(z).round_();
-  const at::Tensor positive = code.clamp(0, 127).add(1);
-  const at::Tensor negative = code.clamp(1, 127).add(1).neg();
-  return at::where(d >= std::exp2((z - 16) / 16), positive,
-                   at::where(d < -std::exp2((z - 15) / 16), negative, at::zeros_like(d)));
 }
 
 // The largest difference between a reference tensor and ORT's integers, in levels, and how many

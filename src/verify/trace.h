@@ -75,6 +75,15 @@ std::string describeOps(const std::vector<std::string>& ops, size_t shown = 4);
 // One line for people, saying the same; `first`: d is the first tensor that differs at all.
 std::string describeCause(const Divergence& d, bool first);
 
+// NNIE's logarithmic grid, which deploy writes as float arithmetic (deploy/qdq_onnx.cpp): code =
+// round(16 log2|x| - z) clamped to [0, 127] for positive values (from 2^((z - 16) / 16) on),
+// [1, 127] for negative ones (below -2^((z - 15) / 16)), zero between. As levels: 0 for zero,
+// code + 1 for positive values and -code for negative ones, so that neighbouring grid values are
+// one level apart (the negative side has no code 0: its smallest value, code 1, is next to zero).
+// Of a value on the grid (the quantized tensor) the code is exact; of any value, the one the grid
+// gives it.
+at::Tensor logGridLevels(const at::Tensor& x, double z);
+
 // The encoding deploy.json lists for a quantizer or a tensor.
 struct Encoding {
   std::string quantizer;
