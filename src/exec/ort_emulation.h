@@ -26,4 +26,15 @@ void registerOrtIntegerOps(OpRegistry& registry);
 // their facts; `registry` must hold them.
 void registerOrtFloatOps(OpRegistry& registry);
 
+// Replaces Conv, Gemm and GlobalAveragePool with MLAS's float arithmetic and adds com.microsoft
+// FusedConv (exec/ops/ort_float_mlas.cpp): what ORT runs between the DequantizeLinear and
+// QuantizeLinear of a QDQ model it did not fuse into integer kernels.
+void registerOrtMlasFloatOps(OpRegistry& registry);
+
+// ORT's intra-op thread count, which decides how MLAS splits a batch of one (and a few GEMMs)
+// over threads and so where it cuts K. Verify sets it to the count it runs ORT with; unset (0),
+// qforge's own thread count.
+void setOrtIntraOpThreads(int threads);
+int ortIntraOpThreads();
+
 }  // namespace qforge

@@ -14,6 +14,7 @@
 #include "core/error.h"
 #include "deploy/deploy.h"
 #include "exec/executor.h"
+#include "exec/ort_emulation.h"
 #include "ir/onnx_import.h"
 #include "verify/deployed_parameters.h"
 #include "verify/ort_fused_groups.h"
@@ -156,6 +157,10 @@ class Verifier {
     OrtRunnerOptions ort = o.ort;
     // A fixed batch dim: ORT runs that many rows at a time; else each step in one run.
     if (ort.batch == 0 && fixed > 0) ort.batch = fixed;
+    // ORT runs with as many threads as the emulation assumes: how MLAS splits a batch of one
+    // over them decides where it cuts K (exec/ops/mlas_conv.h).
+    if (ort.threads == 0) ort.threads = ortIntraOpThreads();
+    setOrtIntraOpThreads(ort.threads);
     return ort;
   }
 
@@ -193,8 +198,10 @@ class Verifier {
       // Float and integer arithmetic put a few values on the other side of a rounding boundary;
       // a wrong scale or a misplaced quantizer moves whole tensors: trace every time.
       qdq_sim_ = addStream("qdq", "simulation", true, k);
+      if (options_.emulation != nullptr && options_.ort.optimization != OrtOptimization::Disabled)
+        openOptimizedQdq(report);
       // Diagnostic: ONNX Runtime's own QDQ fusions need not pick exactly the groups ours do.
-      if (emulator_) qdq_emu_ = addStream("qdq", "emulation", false, 0);
+      if (emulator_ || qdq_emulator_) qdq_emu_ = addStream("qdq", "emulation", false, 0);
     }
     if (models.contains("qoperator")) {
       // The QOperator model is the artifact of ONNX_QNN-style backends; for the others it is a
@@ -203,6 +210,40 @@ class Verifier {
       const bool deployed = format == "onnx_qnn" || format == "qoperator";
       if (emulator_) qop_emu_ = addStream("qoperator", "emulation", deployed, k);
       qop_sim_ = addStream("qoperator", "simulation", deployed, 0);
+    }
+  }
+
+  // The QDQ model as ONNX Runtime runs it: the graph ORT's optimizations made of it (which
+  // groups it fused into integer kernels, which it left as DequantizeLinear -> float op ->
+  // QuantizeLinear, the float ops it fused with their activations and Adds), read from ORT
+  // rather than predicted, and run with the emulation's kernels. Without it (an op of ORT's graph
+  // the emulation has no kernel for), the QDQ model is compared with the QOperator model's
+  // emulation, which ORT's QDQ model computes once it fused the same groups.
+  void openOptimizedQdq(VerifyReport& report) {
+    try {
+      onnx::ModelProto optimized = ort_.optimizedModel(qdq_path_);
+      auto graph = std::make_unique<Graph>(
+          importOnnxModel(optimized, std::filesystem::path(qdq_path_).parent_path().string()));
+      auto executor = std::make_unique<Executor>(*graph, ExecutorOptions{}, *options_.emulation);
+      std::map<std::string, int> ops;
+      for (const Node* n : graph->nodes()) {
+        if (n->opType() != "QuantizeLinear" && n->opType() != "DequantizeLinear")
+          ++ops[n->opType()];
+      }
+      std::vector<std::string> listed;
+      for (const auto& [op, count] : ops)
+        listed.push_back(op + " x" + std::to_string(count));
+      report.notes.push_back(
+          "qdq model vs emulation: the emulation runs the graph ONNX Runtime "
+          "optimized the QDQ model into (" +
+          describeOps(listed, 6) + ", between its quantizers)");
+      qdq_graph_ = std::move(graph);
+      qdq_emulator_ = std::move(executor);
+    } catch (const Error& e) {
+      report.notes.push_back(
+          "qdq model vs emulation: compared with the QOperator model's emulation; the graph ONNX "
+          "Runtime optimized the QDQ model into cannot be emulated: " +
+          std::string(e.what()));
     }
   }
 
@@ -253,7 +294,12 @@ class Verifier {
       for (size_t i = 0; i < outputs_.size(); ++i) {
         quality_[i].add(ort.at(outputs_[i]), sim_rt.at(outputs_[i]), flt.at(outputs_[i]), samples);
       }
-      if (qdq_emu_) compare(*qdq_emu_, feeds, ort, emu, samples);
+      if (qdq_emulator_) {
+        const TensorMap emu_qdq = algos::runInBatches(*qdq_emulator_, feeds, outputs_, fixed_);
+        if (qdq_emu_) compare(*qdq_emu_, feeds, ort, emu_qdq, samples);
+      } else if (qdq_emu_) {
+        compare(*qdq_emu_, feeds, ort, emu, samples);
+      }
     }
     if (!qop_path_.empty()) {
       const TensorMap ort = ort_.run(qop_path_, feeds, outputs_);
@@ -371,6 +417,8 @@ class Verifier {
   std::vector<QualityGap> quality_;  // per output, ORT's and the simulation's against float
   std::unique_ptr<Graph> qop_graph_;
   std::unique_ptr<Executor> emulator_;
+  std::unique_ptr<Graph> qdq_graph_;  // ORT's optimized graph of the QDQ model
+  std::unique_ptr<Executor> qdq_emulator_;
   std::string qdq_path_, qop_path_;
   std::vector<std::unique_ptr<Stream>> streams_;
   Stream *qdq_sim_ = nullptr, *qdq_emu_ = nullptr, *qop_emu_ = nullptr, *qop_sim_ = nullptr;

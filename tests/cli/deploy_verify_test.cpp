@@ -100,6 +100,30 @@ TEST(DeployVerifyCli, IntegerEmulationPredictsOnnxRuntimeOnTheZooResNet) {
   EXPECT_TRUE(gap_judged) << report["criteria"].dump(2);
 }
 
+// TensorRT's QDQ model leaves every Conv to ORT's float kernels (no quantizer right after them):
+// ORT fuses Conv + Add + Relu into FusedConv and runs MLAS's SGEMM-based convolutions. The
+// emulation runs the graph ORT optimized the QDQ model into, with those kernels restated, and
+// equals ORT on every logit; the QOperator model's emulation (integer kernels where ORT's QDQ
+// model has float ones) was exact on about 79% of them.
+TEST(DeployVerifyCli, TheQdqModelIsEmulatedOnTheGraphOnnxRuntimeOptimizedItInto) {
+  const std::string dir = quantized("TensorRT");
+  const nlohmann::json report = verifyJson(dir + " --limit 200", 0);
+  const nlohmann::json* emu = comparison(report, "qdq", "emulation");
+  ASSERT_NE(emu, nullptr) << report.dump(2);
+  EXPECT_EQ((*emu)["exact_fraction"].get<double>(), 1.0) << emu->dump(2);
+  EXPECT_EQ((*emu)["max_steps"].get<double>(), 0.0);
+  bool named = false;
+  for (const auto& note : report["notes"])
+    named = named || note.get<std::string>().find("FusedConv x7") != std::string::npos;
+  EXPECT_TRUE(named) << report["notes"].dump(2);
+  // Without ORT's optimizations there is no fused graph to read: the QOperator emulation stands
+  // in, and it does not compute what ORT's float kernels do.
+  const nlohmann::json plain = verifyJson(dir + " --limit 200 --ort-optimization disabled", 0);
+  const nlohmann::json* fallback = comparison(plain, "qdq", "emulation");
+  ASSERT_NE(fallback, nullptr);
+  EXPECT_LT((*fallback)["exact_fraction"].get<double>(), 0.99);
+}
+
 TEST(DeployVerifyCli, ABrokenLayerScaleInTheExportedModelIsCaughtAndNamed) {
   const std::string dir = quantized("TensorRT");
   // A quantizer in the middle of the network: its QuantizeLinear's scale grows by half.

@@ -437,6 +437,7 @@ const OpRegistry& ortEmulationRegistry() {
       r.remove("", op_type);
     registerOrtIntegerOps(r);
     registerOrtFloatOps(r);
+    registerOrtMlasFloatOps(r);
     return r;
   }();
   return registry;

@@ -1,0 +1,157 @@
+// The slices follow MLAS's sgemm.cpp; the arithmetic of one slice is std::fmaf per product, or
+// 8 such lanes at once with AVX2's FMA, which rounds each lane exactly as fmaf does.
+#include "exec/ops/mlas_sgemm.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "exec/ops/vector_kernels.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define QFORGE_SGEMM_X86 1
+#endif
+
+namespace qforge::mlas {
+namespace {
+
+constexpr int64_t kStrideN = 128;  // MLAS_SGEMM_STRIDEN
+constexpr int64_t kStrideK = 128;  // MLAS_SGEMM_STRIDEK
+
+// MlasSgemmOperation's slice widths: widen N when K is small, else widen K when N is small.
+void sliceWidths(int64_t n, int64_t k, int64_t* stride_n, int64_t* stride_k) {
+  *stride_n = kStrideN;
+  *stride_k = kStrideK;
+  if (n >= k) {
+    while (*stride_k / 2 >= k) {
+      *stride_n *= 2;
+      *stride_k /= 2;
+    }
+  } else {
+    while (*stride_n > 16 && *stride_n / 2 >= n) {
+      *stride_k *= 2;
+      *stride_n /= 2;
+    }
+  }
+}
+
+// acc[j] += a * row[j] for j < count, one rounding each.
+void fmaRowScalar(float a, const float* row, float* acc, int64_t count) {
+  for (int64_t j = 0; j < count; ++j)
+    acc[j] = std::fmaf(a, row[j], acc[j]);
+}
+
+#ifdef QFORGE_SGEMM_X86
+__attribute__((target("avx2,fma"))) void fmaRowAvx2(float a, const float* row, float* acc,
+                                                    int64_t count) {
+  const __m256 av = _mm256_set1_ps(a);
+  int64_t j = 0;
+  for (; j + 8 <= count; j += 8)
+    _mm256_storeu_ps(acc + j,
+                     _mm256_fmadd_ps(av, _mm256_loadu_ps(row + j), _mm256_loadu_ps(acc + j)));
+  fmaRowScalar(a, row + j, acc + j, count - j);
+}
+#endif
+
+}  // namespace
+
+void partitionWork(int64_t index, int64_t count, int64_t total, int64_t* start, int64_t* size) {
+  const int64_t per_thread = total / count;
+  const int64_t extra = total % count;
+  if (index < extra) {
+    *size = per_thread + 1;
+    *start = index * *size;
+  } else {
+    *size = per_thread;
+    *start = per_thread * index + extra;
+  }
+}
+
+namespace {
+
+// The product in slices of stride_n columns and stride_k rows of K.
+void slicedProduct(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
+                   int64_t ldb, bool trans_b, float* c, int64_t ldc, bool accumulate,
+                   int64_t stride_n, int64_t stride_k) {
+  void (*fmaRow)(float, const float*, float*, int64_t) = fmaRowScalar;
+#ifdef QFORGE_SGEMM_X86
+  if (ops::vectorKernelsUsable(ops::VectorKernels::kAvx2)) fmaRow = fmaRowAvx2;
+#endif
+  std::vector<float> panel;  // B's slice as rows of k: what the packed panel holds
+  std::vector<float> acc;
+  for (int64_t n0 = 0; n0 < n; n0 += stride_n) {
+    const int64_t count_n = std::min(stride_n, n - n0);
+    bool first = !accumulate;
+    for (int64_t k0 = 0; k0 < k; k0 += stride_k) {
+      const int64_t count_k = std::min(stride_k, k - k0);
+      panel.resize(static_cast<size_t>(count_k * count_n));
+      for (int64_t kk = 0; kk < count_k; ++kk) {
+        for (int64_t j = 0; j < count_n; ++j) {
+          panel[kk * count_n + j] =
+              trans_b ? b[(n0 + j) * ldb + k0 + kk] : b[(k0 + kk) * ldb + n0 + j];
+        }
+      }
+      acc.resize(static_cast<size_t>(count_n));
+      for (int64_t i = 0; i < m; ++i) {
+        std::fill(acc.begin(), acc.end(), 0.0f);
+        const float* a_row = a + i * lda + k0;
+        for (int64_t kk = 0; kk < count_k; ++kk)
+          fmaRow(a_row[kk], panel.data() + kk * count_n, acc.data(), count_n);
+        float* c_row = c + i * ldc + n0;
+        for (int64_t j = 0; j < count_n; ++j)
+          c_row[j] = first ? acc[j] : c_row[j] + acc[j];
+      }
+      first = false;
+    }
+  }
+}
+
+constexpr int64_t kPackedStrideN = 128;  // MLAS_SGEMM_PACKED_STRIDEN
+constexpr int64_t kPackedStrideK = 256;  // MLAS_SGEMM_PACKED_STRIDEK
+
+}  // namespace
+
+void sgemmOperation(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
+                    int64_t ldb, bool trans_b, float* c, int64_t ldc, bool accumulate) {
+  int64_t stride_n = 0, stride_k = 0;
+  sliceWidths(n, k, &stride_n, &stride_k);
+  slicedProduct(m, n, k, a, lda, b, ldb, trans_b, c, ldc, accumulate, stride_n, stride_k);
+}
+
+void sgemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
+           int64_t ldb, bool trans_b, float* c, int64_t ldc, bool accumulate, int threads,
+           bool packed_b) {
+  const auto one = [&](int64_t rows_n, const float* b_part, float* c_part) {
+    if (packed_b) {
+      slicedProduct(m, rows_n, k, a, lda, b_part, ldb, trans_b, c_part, ldc, accumulate,
+                    kPackedStrideN, kPackedStrideK);
+    } else {
+      sgemmOperation(m, rows_n, k, a, lda, b_part, ldb, trans_b, c_part, ldc, accumulate);
+    }
+  };
+  // MlasGemmBatch with one product: how many threads its size earns, then the split.
+  const double complexity =
+      static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
+  int64_t target = complexity < static_cast<double>(kSgemmThreadComplexity) * threads
+                       ? static_cast<int64_t>(complexity / kSgemmThreadComplexity) + 1
+                       : threads;
+  target = std::min<int64_t>(target, std::max(threads, 1));
+  if (n > m) {
+    const int64_t blocked_n = (n + kStrideNThreadAlign - 1) / kStrideNThreadAlign;
+    const int64_t count = std::min(target, blocked_n);
+    for (int64_t t = 0; t < count; ++t) {
+      int64_t start = 0, size = 0;
+      partitionWork(t, count, blocked_n, &start, &size);
+      start *= kStrideNThreadAlign;
+      size = std::min(n - start, size * kStrideNThreadAlign);
+      if (size <= 0) continue;
+      one(size, trans_b ? b + start * ldb : b + start, c + start);
+    }
+    return;
+  }
+  // Split along M: each thread's rows see the whole of N, as one call would.
+  one(n, b, c);
+}
+
+}  // namespace qforge::mlas

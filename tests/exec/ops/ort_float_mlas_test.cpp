@@ -1,0 +1,210 @@
+// The emulation's float Conv, FusedConv, Gemm and GlobalAveragePool against ONNX Runtime itself,
+// bit for bit, in each form MLAS computes them: a convolution sliced by output positions and K,
+// one unfolded whole (more filters than output positions), a pointwise one, a batch of one split
+// over two threads, FusedConv's Sum and activation, Gemm with its B packed at load time or not.
+// Inputs of mixed magnitudes make where K is cut show in the last bits; each test also shows a
+// kernel that cuts it elsewhere (ATen's, or one sum over the whole of K) differs.
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "exec/executor.h"
+#include "exec/ops/mlas_conv.h"
+#include "exec/ort_emulation.h"
+#include "ir/onnx_import.h"
+#include "support/onnx_builder.h"
+#include "support/ort_dir.h"
+#include "verify/ort_runner.h"
+
+namespace qforge::testing {
+namespace {
+
+constexpr int32_t kFloat = onnx::TensorProto::FLOAT;
+
+at::Tensor mixed(std::vector<int64_t> shape, double spread) {
+  return at::randn(shape) * at::exp(at::randn(shape) * spread);
+}
+
+struct Compared {
+  at::Tensor ort, emulated, builtin;
+};
+
+// Runs `b` (inputs named as `feeds`, output "y") in ORT with `threads`, the emulation (told the
+// same thread count) and the built-in table.
+Compared runAll(OnnxBuilder& b, const std::string& tag, const TensorMap& feeds, int threads = 2,
+                verify::OrtOptimization optimization = verify::OrtOptimization::All) {
+  const std::string model = makeTempDir(tag) + "/model.onnx";
+  b.save(model);
+  verify::OrtRunnerOptions options;
+  options.ort_dir = testOrtDir();
+  options.threads = threads;
+  options.optimization = optimization;
+  Compared out;
+  out.ort = verify::OrtRunner(options).run(model, feeds).at("y");
+  setOrtIntraOpThreads(threads);
+  Graph g = importOnnxFile(model);
+  out.emulated = Executor(g, {}, ortEmulationRegistry()).run(feeds).at("y");
+  out.builtin = Executor(g).run(feeds).at("y");
+  setOrtIntraOpThreads(0);
+  return out;
+}
+
+// Conv with X, W and B as inputs: a weight ORT cannot see at load time stays in MLAS's NCHW
+// convolution (a constant one could move to its NCHWc kernels), as behind a DequantizeLinear.
+Compared runConv(const at::Tensor& x, const at::Tensor& w, int64_t pad, const std::string& tag,
+                 int threads = 2) {
+  OnnxBuilder b;
+  b.input("x", kFloat, {-1, x.size(1), x.size(2), x.size(3)})
+      .input("w", kFloat, {w.size(0), w.size(1), w.size(2), w.size(3)})
+      .input("b", kFloat, {w.size(0)})
+      .output("y", kFloat, {});
+  onnx::NodeProto& conv = b.node("Conv", {"x", "w", "b"}, {"y"});
+  addIntsAttribute(conv, "pads", {pad, pad, pad, pad});
+  const at::Tensor bias = at::randn({w.size(0)});
+  return runAll(b, tag, {{"x", x}, {"w", w}, {"b", bias}}, threads);
+}
+
+void expectBitForBit(const Compared& r, const std::string& what, bool builtin_differs = true) {
+  EXPECT_TRUE(at::equal(r.emulated, r.ort))
+      << what << ": " << (r.emulated != r.ort).sum().item<int64_t>() << " of " << r.ort.numel()
+      << " differ, by up to " << (r.emulated - r.ort).abs().max().item<double>();
+  if (builtin_differs) {
+    EXPECT_FALSE(at::equal(r.builtin, r.ort)) << what << ": ATen's kernel rounds alike here";
+  }
+}
+
+TEST(OrtFloatMlas, ConvSlicedByOutputPositionsAndKMatchesOnnxRuntime) {
+  at::manual_seed(21);
+  // 196 output positions >= 16 filters: slices of 128 positions and 128 of K = 288.
+  expectBitForBit(
+      runConv(mixed({3, 32, 14, 14}, 2), mixed({16, 32, 3, 3}, 2), 1, "ort-conv-sliced"), "sliced");
+}
+
+TEST(OrtFloatMlas, ConvWithMoreFiltersThanOutputPositionsMatchesOnnxRuntime) {
+  at::manual_seed(22);
+  // 64 filters > 49 positions: unfolded whole; K = 576 in slices of 256 (N = 49 widens K).
+  expectBitForBit(runConv(mixed({3, 64, 7, 7}, 2), mixed({64, 64, 3, 3}, 2), 1, "ort-conv-whole"),
+                  "unfolded whole");
+}
+
+TEST(OrtFloatMlas, PointwiseConvMatchesOnnxRuntime) {
+  at::manual_seed(23);
+  // 1 x 1, stride 1, no padding: the input is B as it lies; K = 300 cut at 256 (N = 64).
+  expectBitForBit(runConv(mixed({3, 300, 8, 8}, 2), mixed({24, 300, 1, 1}, 2), 0, "ort-conv-1x1"),
+                  "pointwise");
+}
+
+TEST(OrtFloatMlas, ABatchOfOneSplitOverTwoThreadsCutsKWhereOnnxRuntimeDoes) {
+  at::manual_seed(24);
+  // 100 positions over 2 threads: segments of 64 and 36 positions, each cutting K = 288 at 256
+  // where the whole 100 would cut it at 128.
+  const at::Tensor x = mixed({1, 32, 10, 10}, 2), w = mixed({16, 32, 3, 3}, 2);
+  const Compared two = runConv(x, w, 1, "ort-conv-threads", 2);
+  expectBitForBit(two, "two threads");
+  const Compared one = runConv(x, w, 1, "ort-conv-thread", 1);
+  expectBitForBit(one, "one thread");
+  EXPECT_FALSE(at::equal(one.ort, two.ort));  // the thread count shows in ORT's own bits
+}
+
+TEST(OrtFloatMlas, FusedConvAddsItsSumBeforeTheBiasThenItsActivation) {
+  at::manual_seed(25);
+  const at::Tensor x = mixed({2, 32, 9, 9}, 2), w = mixed({16, 32, 3, 3}, 2);
+  const at::Tensor bias = at::randn({16}) * 8, sum = mixed({2, 16, 9, 9}, 2);
+  OnnxBuilder b;
+  b.model().add_opset_import()->set_domain("com.microsoft");
+  b.model().mutable_opset_import()->rbegin()->set_version(1);
+  b.input("x", kFloat, {-1, 32, 9, 9})
+      .input("w", kFloat, {16, 32, 3, 3})
+      .input("b", kFloat, {16})
+      .input("z", kFloat, {-1, 16, 9, 9})
+      .output("y", kFloat, {});
+  onnx::NodeProto& fused = b.node("FusedConv", {"x", "w", "b", "z"}, {"y"});
+  fused.set_domain("com.microsoft");
+  addIntsAttribute(fused, "pads", {1, 1, 1, 1});
+  onnx::AttributeProto* activation = fused.add_attribute();
+  activation->set_name("activation");
+  activation->set_type(onnx::AttributeProto::STRING);
+  activation->set_s("LeakyRelu");
+  onnx::AttributeProto* params = fused.add_attribute();
+  params->set_name("activation_params");
+  params->set_type(onnx::AttributeProto::FLOATS);
+  params->add_floats(0.125f);
+  const TensorMap feeds = {{"x", x}, {"w", w}, {"b", bias}, {"z", sum}};
+  const std::string model = makeTempDir("ort-fusedconv") + "/model.onnx";
+  b.save(model);
+  verify::OrtRunnerOptions options;
+  options.ort_dir = testOrtDir();
+  options.threads = 2;
+  const at::Tensor ort = verify::OrtRunner(options).run(model, feeds).at("y");
+  setOrtIntraOpThreads(2);
+  Graph g = importOnnxFile(model);
+  const at::Tensor emulated = Executor(g, {}, ortEmulationRegistry()).run(feeds).at("y");
+  setOrtIntraOpThreads(0);
+  EXPECT_TRUE(at::equal(emulated, ort)) << (emulated - ort).abs().max();
+  // The same convolution with the Sum added after the bias (Conv, then Add) rounds otherwise.
+  const at::Tensor unfused = at::leaky_relu(at::conv2d(x, w, bias, 1, 1) + sum, 0.125);
+  EXPECT_FALSE(at::equal(unfused, ort));
+}
+
+// y = x @ w^T + c, w an initializer (ORT packs it at load: K cut at 256) or an input (not packed:
+// N = 10 widens K to one slice of 1024).
+Compared runGemm(bool w_constant, const at::Tensor& x, const at::Tensor& w, const at::Tensor& c) {
+  OnnxBuilder b;
+  b.input("x", kFloat, {-1, x.size(1)}).output("y", kFloat, {});
+  TensorMap feeds = {{"x", x}};
+  if (w_constant) {
+    b.initializer("w", w);
+  } else {
+    b.input("w", kFloat, {w.size(0), w.size(1)});
+    feeds["w"] = w;
+  }
+  b.initializer("c", c);
+  addIntAttribute(b.node("Gemm", {"x", "w", "c"}, {"y"}), "transB", 1);
+  return runAll(b, w_constant ? "ort-gemm-packed" : "ort-gemm", feeds);
+}
+
+TEST(OrtFloatMlas, GemmMatchesOnnxRuntimeWithItsWeightPackedAtLoadOrNot) {
+  at::manual_seed(26);
+  const at::Tensor x = mixed({64, 300}, 2), w = mixed({10, 300}, 2), c = at::randn({10}) * 4;
+  const Compared packed = runGemm(true, x, w, c);
+  const Compared unpacked = runGemm(false, x, w, c);
+  expectBitForBit(packed, "packed");
+  // One sum over the whole of K, as BLAS happens to compute this product too.
+  expectBitForBit(unpacked, "not packed", false);
+  EXPECT_FALSE(at::equal(packed.ort, unpacked.ort));  // ORT's own two paths cut K differently
+}
+
+// The pooling op as ORT runs it when it stays one (between a QDQ model's quantizers; with its
+// optimizations 'all' a float model's moves to the NCHWc kernels, which sum positions in order).
+TEST(OrtFloatMlas, GlobalAveragePoolSumsInFourLanesAsOnnxRuntime) {
+  at::manual_seed(27);
+  const at::Tensor x = mixed({8, 16, 7, 7}, 3);
+  OnnxBuilder b;
+  b.input("x", kFloat, {-1, 16, 7, 7}).output("y", kFloat, {});
+  b.node("GlobalAveragePool", {"x"}, {"y"});
+  expectBitForBit(runAll(b, "ort-gap", {{"x", x}}, 2, verify::OrtOptimization::Disabled),
+                  "GlobalAveragePool");
+}
+
+// What the restatement leaves to the built-in kernels, said by its return value.
+TEST(OrtFloatMlas, ShapesMlasComputesWithOtherKernelsAreNotRestated) {
+  mlas::ConvShape s;
+  s.in_channels = 4;
+  s.filters = 1;  // one filter: MLAS's single-row SGEMM kernel
+  s.input = {5, 5};
+  s.kernel = {3, 3};
+  s.dilation = {1, 1};
+  s.stride = {1, 1};
+  s.output = {3, 3};
+  s.pads = {0, 0, 0, 0};
+  std::vector<float> x(4 * 25, 1.0f), w(4 * 9, 1.0f), y(9, -1.0f);
+  EXPECT_FALSE(mlas::conv(s, x.data(), w.data(), nullptr, y.data(), false, {}, 1));
+  EXPECT_EQ(y[0], -1.0f);  // untouched
+  s.filters = 2;
+  s.input = {5, 5, 5};  // 3-D
+  EXPECT_FALSE(mlas::conv(s, x.data(), w.data(), nullptr, y.data(), false, {}, 1));
+}
+
+}  // namespace
+}  // namespace qforge::testing
