@@ -3,8 +3,10 @@
 // QLinearConv and QLinearMatMul replaced by ORT's arithmetic and the com.microsoft quantized ops
 // added (QLinearAdd, QLinearMul, QLinearGlobalAveragePool, QLinearAveragePool, QLinearConcat,
 // QGemm, QLinearLeakyRelu, QLinearSigmoid, QLinearSoftmax, MatMulIntegerToFloat) with
-// SimplifiedLayerNormalization, which ORT's fusions make (verify/ort_fused_groups). The built-in
-// table keeps ONNX's reference semantics. Use it as
+// SimplifiedLayerNormalization, which ORT's fusions make (verify/ort_fused_groups), and the float
+// kernels ORT runs between a QDQ model's quantizers where it fused no integer kernel: Conv,
+// FusedConv, Gemm and GlobalAveragePool as MLAS computes them, BiasGelu. The built-in table
+// keeps ONNX's reference semantics. Use it as
 // `Executor(graph, options, ortEmulationRegistry())`.
 #pragma once
 
@@ -21,7 +23,8 @@ const OpRegistry& ortEmulationRegistry();
 void registerOrtIntegerOps(OpRegistry& registry);
 
 // Replaces the float kernels whose rounding ORT fixes differently from ATen: MatMul and
-// ReduceMean (exec/ops/ort_float.cpp), and adds com.microsoft SimplifiedLayerNormalization. Softmax
+// ReduceMean (exec/ops/ort_float.cpp), and adds SimplifiedLayerNormalization (in both domains
+// ORT's graphs use) and com.microsoft BiasGelu. Softmax
 // and Erf already compute as ORT does in the built-in table (exec/ops/mlas_ops.h). The ops keep
 // their facts; `registry` must hold them.
 void registerOrtFloatOps(OpRegistry& registry);

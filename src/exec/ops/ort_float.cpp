@@ -26,6 +26,7 @@
 #include "core/error.h"
 #include "exec/op_info.h"
 #include "exec/ops/common.h"
+#include "exec/ops/mlas_ops.h"
 #include "exec/ops/ort_integer_common.h"
 #include "exec/ort_emulation.h"
 
@@ -137,6 +138,17 @@ std::vector<at::Tensor> simplifiedLayerNorm(const OpContext& ctx) {
   return {y.view(x.sizes())};
 }
 
+// com.microsoft BiasGelu, what ORT's BiasGeluFusion makes of Add(bias) -> the written-out GELU:
+// the sum, then GELU as its fused kernels compute it (exec/ops/mlas_ops.h).
+std::vector<at::Tensor> biasGelu(const OpContext& ctx) {
+  const at::Tensor sum = ctx.input(0) + ctx.input(1);
+  if (!ops::mlasKernelsApply(sum)) {
+    ctx.fail("the emulation computes BiasGelu in float32 only, the input is " +
+             std::string(at::toString(sum.scalar_type())));
+  }
+  return {ops::mlasGelu(sum)};
+}
+
 }  // namespace
 
 void registerOrtFloatOps(OpRegistry& registry) {
@@ -145,6 +157,9 @@ void registerOrtFloatOps(OpRegistry& registry) {
   registry.replaceLowering("", "ReduceMean", laneReduceMean);
   registry.add(ort_integer::microsoft(
       ops::op("SimplifiedLayerNormalization", 1, ops::kLatestOpset, simplifiedLayerNorm)));
+  // ORT's own graphs put SimplifiedLayerNormalization in the ONNX domain.
+  registry.add(ops::op("SimplifiedLayerNormalization", 1, ops::kLatestOpset, simplifiedLayerNorm));
+  registry.add(ort_integer::microsoft(ops::op("BiasGelu", 1, ops::kLatestOpset, biasGelu)));
 }
 
 }  // namespace qforge

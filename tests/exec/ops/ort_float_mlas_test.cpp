@@ -1,4 +1,4 @@
-// The emulation's float Conv, FusedConv, Gemm and GlobalAveragePool against ONNX Runtime itself,
+// The emulation's float Conv, FusedConv, Gemm, GlobalAveragePool and BiasGelu against ONNX Runtime,
 // bit for bit, in each form MLAS computes them: a convolution sliced by output positions and K,
 // one unfolded whole (more filters than output positions), a pointwise one, a batch of one split
 // over two threads, FusedConv's Sum and activation, Gemm with its B packed at load time or not.
@@ -204,6 +204,27 @@ TEST(OrtFloatMlas, ShapesMlasComputesWithOtherKernelsAreNotRestated) {
   s.filters = 2;
   s.input = {5, 5, 5};  // 3-D
   EXPECT_FALSE(mlas::conv(s, x.data(), w.data(), nullptr, y.data(), false, {}, 1));
+}
+
+// com.microsoft BiasGelu, which ORT's graphs hold where a bias Add feeds a written-out GELU.
+TEST(OrtFloatMlas, BiasGeluMatchesOnnxRuntimeBitForBit) {
+  at::manual_seed(28);
+  const at::Tensor x = at::randn({16, 49, 96}) * 3, bias = at::randn({96});
+  OnnxBuilder b;
+  b.model().add_opset_import()->set_domain("com.microsoft");
+  b.model().mutable_opset_import()->rbegin()->set_version(1);
+  b.input("x", kFloat, {-1, 49, 96}).output("y", kFloat, {});
+  b.initializer("bias", bias);
+  b.node("BiasGelu", {"x", "bias"}, {"y"}).set_domain("com.microsoft");
+  const std::string model = makeTempDir("ort-biasgelu") + "/model.onnx";
+  b.save(model);
+  verify::OrtRunnerOptions options;
+  options.ort_dir = testOrtDir();
+  const at::Tensor ort = verify::OrtRunner(options).run(model, {{"x", x}}).at("y");
+  Graph g = importOnnxFile(model);
+  const at::Tensor emulated = Executor(g, {}, ortEmulationRegistry()).run({{"x", x}}).at("y");
+  EXPECT_TRUE(at::equal(emulated, ort)) << (emulated - ort).abs().max();
+  EXPECT_FALSE(at::equal(at::gelu(x + bias), ort));  // ATen's erf differs in the last bits
 }
 
 }  // namespace
