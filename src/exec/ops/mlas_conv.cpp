@@ -36,12 +36,18 @@ void unfold(const Plane& p, const float* x, int64_t k0, int64_t count_k, int64_t
     const int64_t row = k0 + r;
     const float* channel = x + (row / kernel_size) * p.in_h * p.in_w;
     const int64_t ky = (row % kernel_size) / p.k_w, kx = row % p.k_w;
+    float* dst = out + r * count_n;
+    // Output positions walked row by row from n0: (oy, ox) advance without a division each.
+    int64_t oy = n0 / p.out_w, ox = n0 % p.out_w;
     for (int64_t j = 0; j < count_n; ++j) {
-      const int64_t n = n0 + j;
-      const int64_t iy = (n / p.out_w) * p.s_h + ky * p.d_h - p.pad_top;
-      const int64_t ix = (n % p.out_w) * p.s_w + kx * p.d_w - p.pad_left;
+      const int64_t iy = oy * p.s_h + ky * p.d_h - p.pad_top;
+      const int64_t ix = ox * p.s_w + kx * p.d_w - p.pad_left;
       const bool inside = iy >= 0 && iy < p.in_h && ix >= 0 && ix < p.in_w;
-      out[r * count_n + j] = inside ? channel[iy * p.in_w + ix] : 0.0f;
+      dst[j] = inside ? channel[iy * p.in_w + ix] : 0.0f;
+      if (++ox == p.out_w) {
+        ox = 0;
+        ++oy;
+      }
     }
   }
 }
