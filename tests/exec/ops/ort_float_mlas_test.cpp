@@ -31,9 +31,10 @@ struct Compared {
 };
 
 // Runs `b` (inputs named as `feeds`, output "y") in ORT with `threads`, the emulation (told the
-// same thread count) and the built-in table.
+// same thread count) and, for ONNX ops, the built-in table.
 Compared runAll(OnnxBuilder& b, const std::string& tag, const TensorMap& feeds, int threads = 2,
-                verify::OrtOptimization optimization = verify::OrtOptimization::All) {
+                verify::OrtOptimization optimization = verify::OrtOptimization::All,
+                bool builtin = true) {
   const std::string model = makeTempDir(tag) + "/model.onnx";
   b.save(model);
   verify::OrtRunnerOptions options;
@@ -45,7 +46,7 @@ Compared runAll(OnnxBuilder& b, const std::string& tag, const TensorMap& feeds, 
   setOrtIntraOpThreads(threads);
   Graph g = importOnnxFile(model);
   out.emulated = Executor(g, {}, ortEmulationRegistry()).run(feeds).at("y");
-  out.builtin = Executor(g).run(feeds).at("y");
+  if (builtin) out.builtin = Executor(g).run(feeds).at("y");
   setOrtIntraOpThreads(0);
   return out;
 }
@@ -130,21 +131,12 @@ TEST(OrtFloatMlas, FusedConvAddsItsSumBeforeTheBiasThenItsActivation) {
   params->set_name("activation_params");
   params->set_type(onnx::AttributeProto::FLOATS);
   params->add_floats(0.125f);
-  const TensorMap feeds = {{"x", x}, {"w", w}, {"b", bias}, {"z", sum}};
-  const std::string model = makeTempDir("ort-fusedconv") + "/model.onnx";
-  b.save(model);
-  verify::OrtRunnerOptions options;
-  options.ort_dir = testOrtDir();
-  options.threads = 2;
-  const at::Tensor ort = verify::OrtRunner(options).run(model, feeds).at("y");
-  setOrtIntraOpThreads(2);
-  Graph g = importOnnxFile(model);
-  const at::Tensor emulated = Executor(g, {}, ortEmulationRegistry()).run(feeds).at("y");
-  setOrtIntraOpThreads(0);
-  EXPECT_TRUE(at::equal(emulated, ort)) << (emulated - ort).abs().max();
+  const Compared r = runAll(b, "ort-fusedconv", {{"x", x}, {"w", w}, {"b", bias}, {"z", sum}}, 2,
+                            verify::OrtOptimization::All, false);
+  EXPECT_TRUE(at::equal(r.emulated, r.ort)) << (r.emulated - r.ort).abs().max();
   // The same convolution with the Sum added after the bias (Conv, then Add) rounds otherwise.
   const at::Tensor unfused = at::leaky_relu(at::conv2d(x, w, bias, 1, 1) + sum, 0.125);
-  EXPECT_FALSE(at::equal(unfused, ort));
+  EXPECT_FALSE(at::equal(unfused, r.ort));
 }
 
 // y = x @ w^T + c, w an initializer (ORT packs it at load: K cut at 256) or an input (not packed:
@@ -216,15 +208,9 @@ TEST(OrtFloatMlas, BiasGeluMatchesOnnxRuntimeBitForBit) {
   b.input("x", kFloat, {-1, 49, 96}).output("y", kFloat, {});
   b.initializer("bias", bias);
   b.node("BiasGelu", {"x", "bias"}, {"y"}).set_domain("com.microsoft");
-  const std::string model = makeTempDir("ort-biasgelu") + "/model.onnx";
-  b.save(model);
-  verify::OrtRunnerOptions options;
-  options.ort_dir = testOrtDir();
-  const at::Tensor ort = verify::OrtRunner(options).run(model, {{"x", x}}).at("y");
-  Graph g = importOnnxFile(model);
-  const at::Tensor emulated = Executor(g, {}, ortEmulationRegistry()).run({{"x", x}}).at("y");
-  EXPECT_TRUE(at::equal(emulated, ort)) << (emulated - ort).abs().max();
-  EXPECT_FALSE(at::equal(at::gelu(x + bias), ort));  // ATen's erf differs in the last bits
+  const Compared r = runAll(b, "ort-biasgelu", {{"x", x}}, 2, verify::OrtOptimization::All, false);
+  EXPECT_TRUE(at::equal(r.emulated, r.ort)) << (r.emulated - r.ort).abs().max();
+  EXPECT_FALSE(at::equal(at::gelu(x + bias), r.ort));  // ATen's erf differs in the last bits
 }
 
 }  // namespace
