@@ -149,6 +149,18 @@ std::vector<at::Tensor> biasGelu(const OpContext& ctx) {
   return {ops::mlasGelu(sum)};
 }
 
+// com.microsoft QuickGelu, what ORT's QuickGeluFusion makes of x * Sigmoid(alpha * x) (SiLU at
+// alpha 1): x times MLAS's logistic of alpha * x, each product one float32 rounding.
+std::vector<at::Tensor> quickGelu(const OpContext& ctx) {
+  const at::Tensor& x = ctx.input(0);
+  if (!ops::mlasKernelsApply(x)) {
+    ctx.fail("the emulation computes QuickGelu in float32 only, the input is " +
+             std::string(at::toString(x.scalar_type())));
+  }
+  const float alpha = static_cast<float>(ctx.attrFloat("alpha", 1.702));
+  return {x * ops::mlasLogistic(x * at::full({}, alpha, x.options()))};
+}
+
 }  // namespace
 
 void registerOrtFloatOps(OpRegistry& registry) {
@@ -160,6 +172,7 @@ void registerOrtFloatOps(OpRegistry& registry) {
   // ORT's own graphs put SimplifiedLayerNormalization in the ONNX domain.
   registry.add(ops::op("SimplifiedLayerNormalization", 1, ops::kLatestOpset, simplifiedLayerNorm));
   registry.add(ort_integer::microsoft(ops::op("BiasGelu", 1, ops::kLatestOpset, biasGelu)));
+  registry.add(ort_integer::microsoft(ops::op("QuickGelu", 1, ops::kLatestOpset, quickGelu)));
 }
 
 }  // namespace qforge

@@ -213,5 +213,28 @@ TEST(OrtFloatMlas, BiasGeluMatchesOnnxRuntimeBitForBit) {
   EXPECT_FALSE(at::equal(at::gelu(x + bias), r.ort));  // ATen's erf differs in the last bits
 }
 
+// com.microsoft QuickGelu, which ORT's graphs hold for x * Sigmoid(alpha * x) (SiLU at alpha 1).
+TEST(OrtFloatMlas, QuickGeluMatchesOnnxRuntimeBitForBit) {
+  at::manual_seed(29);
+  const at::Tensor x = at::randn({16, 40, 50}) * 6;
+  for (float alpha : {1.0f, 1.702f}) {
+    OnnxBuilder b;
+    b.model().add_opset_import()->set_domain("com.microsoft");
+    b.model().mutable_opset_import()->rbegin()->set_version(1);
+    b.input("x", kFloat, {-1, 40, 50}).output("y", kFloat, {});
+    onnx::NodeProto& node = b.node("QuickGelu", {"x"}, {"y"});
+    node.set_domain("com.microsoft");
+    onnx::AttributeProto* a = node.add_attribute();
+    a->set_name("alpha");
+    a->set_type(onnx::AttributeProto::FLOAT);
+    a->set_f(alpha);
+    const Compared r =
+        runAll(b, "ort-quickgelu", {{"x", x}}, 2, verify::OrtOptimization::All, false);
+    EXPECT_TRUE(at::equal(r.emulated, r.ort))
+        << "alpha " << alpha << ": " << (r.emulated != r.ort).sum().item<int64_t>() << " differ";
+    EXPECT_FALSE(at::equal(x * at::sigmoid(x * alpha), r.ort)) << "alpha " << alpha;
+  }
+}
+
 }  // namespace
 }  // namespace qforge::testing
