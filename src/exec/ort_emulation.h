@@ -5,9 +5,9 @@
 // QGemm, QLinearLeakyRelu, QLinearSigmoid, QLinearSoftmax, MatMulIntegerToFloat) with
 // SimplifiedLayerNormalization, which ORT's fusions make (verify/ort_fused_groups), and the float
 // kernels ORT runs between a QDQ model's quantizers where it fused no integer kernel: Conv,
-// FusedConv, Gemm and GlobalAveragePool as MLAS computes them, BiasGelu. The built-in table
-// keeps ONNX's reference semantics. Use it as
-// `Executor(graph, options, ortEmulationRegistry())`.
+// FusedConv, Gemm and GlobalAveragePool as MLAS computes them, BiasGelu, QuickGelu. The built-in
+// table keeps ONNX's reference semantics. Use it as `Executor(graph, options,
+// ortEmulationRegistry())`.
 #pragma once
 
 #include "exec/op_info.h"
@@ -24,7 +24,7 @@ void registerOrtIntegerOps(OpRegistry& registry);
 
 // Replaces the float kernels whose rounding ORT fixes differently from ATen: MatMul and
 // ReduceMean (exec/ops/ort_float.cpp), and adds SimplifiedLayerNormalization (in both domains
-// ORT's graphs use) and com.microsoft BiasGelu. Softmax
+// ORT's graphs use), com.microsoft BiasGelu and QuickGelu. Softmax
 // and Erf already compute as ORT does in the built-in table (exec/ops/mlas_ops.h). The ops keep
 // their facts; `registry` must hold them.
 void registerOrtFloatOps(OpRegistry& registry);
