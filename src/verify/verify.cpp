@@ -585,20 +585,16 @@ void Verifier::judge(VerifyReport& report) const {
       std::snprintf(buf, sizeof(buf), "%s: cosine similarity %.6f < %.6f", where.c_str(), o.cosine,
                     options_.min_cosine);
       apply(report, criterion("cosine", o.cosine, options_.min_cosine, true), buf);
-      if (requantized && o.p99_steps > options_.max_p99_steps &&
-          qdq_emulated_ == QdqEmulation::kOptimizedGraph) {
-        std::snprintf(buf, sizeof(buf),
-                      "%s: 99th-percentile difference %.3g steps, from ONNX Runtime's arithmetic "
-                      "(its kernels' summation order and requantization): ONNX Runtime equals "
-                      "qforge's emulation of the graph it optimized the QDQ model into",
-                      where.c_str(), o.p99_steps);
-        report.notes.push_back(buf);
-      } else if (requantized && o.p99_steps > options_.max_p99_steps) {
-        std::snprintf(buf, sizeof(buf),
-                      "%s: 99th-percentile difference %.3g steps, from the integer kernels' "
-                      "requantization: ONNX Runtime equals qforge's integer emulation, which "
-                      "`qforge run model.qoperator.onnx --arithmetic ort` runs",
-                      where.c_str(), o.p99_steps);
+      if (requantized && o.p99_steps > options_.max_p99_steps) {
+        const char* cause = qdq_emulated_ == QdqEmulation::kOptimizedGraph
+                                ? "ONNX Runtime's arithmetic (its kernels' summation order and "
+                                  "requantization): ONNX Runtime equals qforge's emulation of the "
+                                  "graph it optimized the QDQ model into"
+                                : "the integer kernels' requantization: ONNX Runtime equals "
+                                  "qforge's integer emulation, which `qforge run "
+                                  "model.qoperator.onnx --arithmetic ort` runs";
+        std::snprintf(buf, sizeof(buf), "%s: 99th-percentile difference %.3g steps, from %s",
+                      where.c_str(), o.p99_steps, cause);
         report.notes.push_back(buf);
       } else {
         std::snprintf(buf, sizeof(buf), "%s: 99th-percentile difference %.3g steps > %.3g",

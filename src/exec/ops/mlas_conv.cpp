@@ -10,9 +10,6 @@
 namespace qforge::mlas {
 namespace {
 
-constexpr int64_t kStrideN = 128;  // MLAS_SGEMM_STRIDEN
-constexpr int64_t kStrideK = 128;  // MLAS_SGEMM_STRIDEK
-
 // The 2-D view MLAS works in: a 1-D convolution is one of height 1.
 struct Plane {
   int64_t in_h, in_w, k_h, k_w, d_h, d_w, s_h, s_w, pad_top, pad_left, out_h, out_w;
@@ -57,18 +54,8 @@ void unfold(const Plane& p, const float* x, int64_t k0, int64_t count_k, int64_t
 void sliced(const Plane& p, int64_t filters, int64_t k, int64_t output_size, const float* x,
             const float* w, float* y, bool accumulate, int64_t start, int64_t count,
             std::vector<float>& columns) {
-  int64_t stride_n = kStrideN, stride_k = kStrideK;
-  if (count >= k) {
-    while (stride_k / 2 >= k) {
-      stride_n *= 2;
-      stride_k /= 2;
-    }
-  } else {
-    while (stride_n > 16 && stride_n / 2 >= count) {
-      stride_k *= 2;
-      stride_n /= 2;
-    }
-  }
+  int64_t stride_n = 0, stride_k = 0;
+  sliceWidths(count, k, &stride_n, &stride_k);
   for (int64_t n = 0; n < count; n += stride_n) {
     const int64_t count_n = std::min(stride_n, count - n);
     bool add = accumulate;

@@ -19,23 +19,6 @@ namespace {
 constexpr int64_t kStrideN = 128;  // MLAS_SGEMM_STRIDEN
 constexpr int64_t kStrideK = 128;  // MLAS_SGEMM_STRIDEK
 
-// MlasSgemmOperation's slice widths: widen N when K is small, else widen K when N is small.
-void sliceWidths(int64_t n, int64_t k, int64_t* stride_n, int64_t* stride_k) {
-  *stride_n = kStrideN;
-  *stride_k = kStrideK;
-  if (n >= k) {
-    while (*stride_k / 2 >= k) {
-      *stride_n *= 2;
-      *stride_k /= 2;
-    }
-  } else {
-    while (*stride_n > 16 && *stride_n / 2 >= n) {
-      *stride_k *= 2;
-      *stride_n /= 2;
-    }
-  }
-}
-
 // acc[j] += a * row[j] for j < count, one rounding each.
 void fmaRowScalar(float a, const float* row, float* acc, int64_t count) {
   for (int64_t j = 0; j < count; ++j)
@@ -111,6 +94,22 @@ constexpr int64_t kPackedStrideN = 128;  // MLAS_SGEMM_PACKED_STRIDEN
 constexpr int64_t kPackedStrideK = 256;  // MLAS_SGEMM_PACKED_STRIDEK
 
 }  // namespace
+
+void sliceWidths(int64_t n, int64_t k, int64_t* stride_n, int64_t* stride_k) {
+  *stride_n = kStrideN;
+  *stride_k = kStrideK;
+  if (n >= k) {
+    while (*stride_k / 2 >= k) {
+      *stride_n *= 2;
+      *stride_k /= 2;
+    }
+  } else {
+    while (*stride_n > 16 && *stride_n / 2 >= n) {
+      *stride_k *= 2;
+      *stride_n /= 2;
+    }
+  }
+}
 
 void sgemmOperation(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
                     int64_t ldb, bool trans_b, float* c, int64_t ldc, bool accumulate) {

@@ -28,6 +28,10 @@ void sgemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const f
            int64_t ldb, bool trans_b, float* c, int64_t ldc, bool accumulate, int threads,
            bool packed_b = false);
 
+// MlasSgemmOperation's slice widths for an N x K product (128 x 128, N widened when K is small,
+// else K widened when N is small); MlasConvOperation cuts its own slices by the same rule.
+void sliceWidths(int64_t n, int64_t k, int64_t* stride_n, int64_t* stride_k);
+
 // MLAS's range of `total` work items for thread `index` of `count` (MlasPartitionWork): the
 // first total % count threads take one item more.
 void partitionWork(int64_t index, int64_t count, int64_t total, int64_t* start, int64_t* size);

@@ -141,9 +141,7 @@ std::vector<at::Tensor> fusedConv(const OpContext& ctx) {
   }
   at::Tensor y = mlasConvOf(ctx, sum, {});
   if (!y.defined()) {
-    OpContext plain = ctx;
-    plain.setTail({}, {});
-    y = OpRegistry::builtin().find("", "Conv", 11)->run(plain).front();
+    y = builtinRun(ctx, "Conv").front();
     if (sum.defined()) y = y + sum;
   }
   return {applyActivation(ctx, y)};
