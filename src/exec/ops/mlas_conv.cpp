@@ -104,22 +104,35 @@ bool conv(const ConvShape& s, const float* x, const float* w, const float* bias,
   const int64_t input_size = p.in_h * p.in_w;
   const int64_t output_size = p.out_h * p.out_w;
   const int64_t k = s.in_channels * p.k_h * p.k_w;
-  bool strides_one = true, pads_zero = true;
+  bool strides_one = true, pads_zero = true, dilations_one = true;
   for (size_t d = 0; d < s.input.size(); ++d) {
     strides_one = strides_one && s.stride[d] == 1;
+    dilations_one = dilations_one && s.dilation[d] == 1;
     pads_zero = pads_zero && s.pads[d] == 0 && s.pads[d + s.input.size()] == 0;
   }
-  const bool pointwise = strides_one && pads_zero && k == s.in_channels;
-  if (strides_one && pads_zero && !pointwise && s.in_channels == 1 &&
-      (p.k_w == p.in_w || (p.k_h == p.in_h && p.k_w == 1)))
-    return false;  // MLAS's GEMM over whole input rows: not restated
-  // MlasSgemmOperation's own kernels for a single row or column of output.
-  if (s.filters == 1 || output_size == 1) return false;
-  const bool expand_whole = !pointwise && s.filters > output_size;
+  // GEMM straight on the input (MlasConvAlgorithmGemmDirect): a pointwise convolution, or one
+  // input channel whose kernel spans whole input rows (B is the input read with stride in_w,
+  // transposed) or whole columns one wide.
+  int64_t direct_ldb = 0;
+  bool direct_trans_b = false;
+  if (strides_one && pads_zero) {
+    if (k == s.in_channels) {
+      direct_ldb = output_size;
+    } else if (dilations_one && s.in_channels == 1) {
+      if (p.k_w == p.in_w) {
+        direct_ldb = p.in_w;
+        direct_trans_b = true;
+      } else if (p.k_h == p.in_h && p.k_w == 1) {
+        direct_ldb = p.in_w;
+      }
+    }
+  }
+  const bool direct = direct_ldb != 0;
+  const bool expand_whole = !direct && s.filters > output_size;
   const bool several = s.batch > 1 || s.groups > 1;
   // A single (batch, group) of the sliced form splits its output positions over threads.
   int64_t thread_stride = output_size;
-  if (!pointwise && !expand_whole && !several) {
+  if (!direct && !expand_whole && !several) {
     const double complexity = static_cast<double>(s.filters) * output_size * k;
     int64_t target = complexity < static_cast<double>(kSgemmThreadComplexity * kMaximumThreadCount)
                          ? static_cast<int64_t>(complexity / kSgemmThreadComplexity) + 1
@@ -136,14 +149,14 @@ bool conv(const ConvShape& s, const float* x, const float* w, const float* bias,
       const float* xg = x + (b * s.groups + g) * s.in_channels * input_size;
       const float* wg = w + g * s.filters * k;
       float* yg = y + (b * s.groups + g) * s.filters * output_size;
-      if (pointwise) {
+      if (direct) {
         // One batch and group go through MlasGemm's threads; several, each through one thread.
         if (several) {
-          sgemmOperation(s.filters, output_size, k, wg, k, xg, output_size, false, yg, output_size,
-                         has_sum);
+          sgemmOperation(s.filters, output_size, k, wg, k, xg, direct_ldb, direct_trans_b, yg,
+                         output_size, has_sum);
         } else {
-          sgemm(s.filters, output_size, k, wg, k, xg, output_size, false, yg, output_size, has_sum,
-                threads);
+          sgemm(s.filters, output_size, k, wg, k, xg, direct_ldb, direct_trans_b, yg, output_size,
+                has_sum, threads);
         }
       } else if (expand_whole) {
         columns.resize(static_cast<size_t>(k * output_size));

@@ -1,7 +1,8 @@
 // ONNX Runtime's float Conv and FusedConv on x86-64 (MLAS's MlasConv), restated so that every
 // output has the bits ORT's has. MLAS lowers a convolution to SGEMMs (exec/ops/mlas_sgemm.h) in
 // one of three ways, and each cuts K (input channels x kernel) where its own rules say:
-// - pointwise (1 x 1 kernel, stride 1, no padding): one GEMM over the input as it lies;
+// - pointwise (1 x 1 kernel, stride 1, no padding), or one input channel and a kernel as wide or
+//   as tall as the input: one GEMM over the input as it lies;
 // - more filters than output positions: the whole input unfolded (im2col), then one GEMM;
 // - otherwise: unfolded and multiplied in slices of N and K sized from the output size (128 x 128,
 //   K widened when the output is small), each K slice's sum added to the output in turn.
@@ -36,9 +37,8 @@ struct ConvActivation {
 
 // y [batch, groups * filters, output...] from x [batch, groups * in_channels, input...] and w
 // [groups * filters, in_channels, kernel...], all contiguous float32; y holds the Sum input when
-// `has_sum`. False (y untouched) when MLAS computes this shape with a kernel not restated here: 3-D
-// convolutions, the pointwise forms over a whole input row, and products with one row or column
-// (MLAS's M = 1 and N = 1 kernels).
+// `has_sum`. False (y untouched) for 3-D convolutions, which MLAS computes with kernels not
+// restated here.
 bool conv(const ConvShape& shape, const float* x, const float* w, const float* bias, float* y,
           bool has_sum, const ConvActivation& activation, int threads);
 

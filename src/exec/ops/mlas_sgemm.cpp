@@ -90,6 +90,67 @@ void slicedProduct(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
   }
 }
 
+// MlasSgemmKernelM1Avx (one row of A, B not transposed): each output adds the products of four
+// rows of K in k order, each product and sum rounded (AVX has no fused multiply-add), and adds
+// that group's sum to the output; a remainder of two rows, then of one, likewise.
+void kernelM1(int64_t n, int64_t k, const float* a, const float* b, int64_t ldb, float* c,
+              bool accumulate) {
+  if (!accumulate) std::fill(c, c + n, 0.0f);
+  std::vector<float> group(static_cast<size_t>(n));
+  int64_t kk = 0;
+  const auto addGroup = [&](int64_t rows) {
+    for (int64_t j = 0; j < n; ++j)
+      group[j] = a[kk] * b[kk * ldb + j];
+    for (int64_t r = 1; r < rows; ++r) {
+      const float* row = b + (kk + r) * ldb;
+      for (int64_t j = 0; j < n; ++j)
+        group[j] = group[j] + a[kk + r] * row[j];
+    }
+    for (int64_t j = 0; j < n; ++j)
+      c[j] = group[j] + c[j];
+    kk += rows;
+  };
+  while (k - kk >= 4)
+    addGroup(4);
+  if (k - kk >= 2) addGroup(2);
+  if (k - kk == 1) addGroup(1);
+}
+
+// MlasSgemmKernelM1TransposeBAvx: output j is the dot product of a with row j of b, summed in 8
+// lanes (lane l takes every k = l mod 8, products and sums rounded); the lanes are reduced in an
+// order that depends on whether the row fell in a block of 4, 2 or 1 rows (blocks of 4 first,
+// counted from this call's first row), and the result is added to the output.
+void kernelM1TransposeB(int64_t n, int64_t k, const float* a, const float* b, int64_t ldb, float* c,
+                        bool accumulate) {
+  const auto lanes = [&](int64_t j, float* l) {
+    std::fill(l, l + 8, 0.0f);
+    const float* row = b + j * ldb;
+    for (int64_t kk = 0; kk < k; ++kk)
+      l[kk % 8] = l[kk % 8] + a[kk] * row[kk];
+  };
+  float l[8];
+  int64_t j = 0;
+  const auto store = [&](float sum) {
+    c[j] = accumulate ? sum + c[j] : sum;
+    ++j;
+  };
+  const int64_t in_fours = n - n % 4;
+  while (j < in_fours) {
+    lanes(j, l);
+    store((((l[0] + l[1]) + l[2]) + l[3]) + (((l[4] + l[5]) + l[6]) + l[7]));
+  }
+  if (n - j >= 2) {
+    for (int r = 0; r < 2; ++r) {
+      lanes(j, l);
+      store(((l[0] + l[2]) + (l[4] + l[6])) + ((l[1] + l[3]) + (l[5] + l[7])));
+    }
+  }
+  if (n - j == 1) {
+    lanes(j, l);
+    store(((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7])));
+  }
+}
+
 constexpr int64_t kPackedStrideN = 128;  // MLAS_SGEMM_PACKED_STRIDEN
 constexpr int64_t kPackedStrideK = 256;  // MLAS_SGEMM_PACKED_STRIDEK
 
@@ -113,6 +174,20 @@ void sliceWidths(int64_t n, int64_t k, int64_t* stride_n, int64_t* stride_k) {
 
 void sgemmOperation(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
                     int64_t ldb, bool trans_b, float* c, int64_t ldc, bool accumulate) {
+  // MlasSgemmOperation's kernels for one row of A, and for one column of B and C (then A's rows
+  // are the transposed B of the same kernel).
+  if (m == 1) {
+    if (trans_b) {
+      kernelM1TransposeB(n, k, a, b, ldb, c, accumulate);
+    } else {
+      kernelM1(n, k, a, b, ldb, c, accumulate);
+    }
+    return;
+  }
+  if (n == 1 && ldb == 1 && ldc == 1) {
+    kernelM1TransposeB(m, k, b, a, lda, c, accumulate);
+    return;
+  }
   int64_t stride_n = 0, stride_k = 0;
   sliceWidths(n, k, &stride_n, &stride_k);
   slicedProduct(m, n, k, a, lda, b, ldb, trans_b, c, ldc, accumulate, stride_n, stride_k);
@@ -121,14 +196,22 @@ void sgemmOperation(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda
 void sgemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
            int64_t ldb, bool trans_b, float* c, int64_t ldc, bool accumulate, int threads,
            bool packed_b) {
-  const auto one = [&](int64_t rows_n, const float* b_part, float* c_part) {
+  // One thread's rows m0 .. m0 + rows and columns of B and C from b_part and c_part.
+  const auto part = [&](int64_t m0, int64_t rows, int64_t cols, const float* b_part,
+                        float* c_part) {
+    // MlasSgemmPackedOperation has no kernels for one row or column: B lies packed.
     if (packed_b) {
-      slicedProduct(m, rows_n, k, a, lda, b_part, ldb, trans_b, c_part, ldc, accumulate,
-                    kPackedStrideN, kPackedStrideK);
+      slicedProduct(rows, cols, k, a + m0 * lda, lda, b_part, ldb, trans_b, c_part + m0 * ldc, ldc,
+                    accumulate, kPackedStrideN, kPackedStrideK);
     } else {
-      sgemmOperation(m, rows_n, k, a, lda, b_part, ldb, trans_b, c_part, ldc, accumulate);
+      sgemmOperation(rows, cols, k, a + m0 * lda, lda, b_part, ldb, trans_b, c_part + m0 * ldc, ldc,
+                     accumulate);
     }
   };
+  const auto one = [&](int64_t cols, const float* b_part, float* c_part) {
+    part(0, m, cols, b_part, c_part);
+  };
+  const auto oneRows = [&](int64_t m0, int64_t rows) { part(m0, rows, n, b, c); };
   // MlasGemmBatch with one product: how many threads its size earns, then the split.
   const double complexity =
       static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
@@ -149,8 +232,14 @@ void sgemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const f
     }
     return;
   }
-  // Split along M: each thread's rows see the whole of N, as one call would.
-  one(n, b, c);
+  // Split along M. Each thread's rows see the whole of N, so only the kernel for one column of B
+  // sees where a thread's rows start (its blocks of 4 rows count from there).
+  const int64_t count = std::min(target, m);
+  for (int64_t t = 0; t < count; ++t) {
+    int64_t start = 0, size = 0;
+    partitionWork(t, count, m, &start, &size);
+    if (size > 0) oneRows(start, size);
+  }
 }
 
 }  // namespace qforge::mlas

@@ -5,8 +5,9 @@
 // to 1024 when N is small, narrowed when K is small); the first slice's sum is the output (or is
 // added to it when accumulating) and each later slice's sum is added to it. Threads split N in
 // blocks of 16 when N > M (MlasGemmBatch), which changes the slices' widths; they split M
-// otherwise, which changes nothing. Measured equal to onnxruntime-node 1.30 on every element of
-// the zoo ResNet's convolutions and classifier (tests/verify/ort_float_emulation_test.cpp).
+// otherwise, which matters only to the kernel for N = 1 (and a thread left one row takes M = 1's).
+// Measured equal to onnxruntime-node 1.30 on every element of the zoo ResNet's convolutions and
+// classifier (tests/verify/ort_float_emulation_test.cpp).
 #pragma once
 
 #include <cstdint>
@@ -16,8 +17,9 @@ namespace qforge::mlas {
 // C[m, n] (row stride ldc) = sum over k of A[m, k] * B'[k, n], or C + that sum with
 // `accumulate` (SGEMM's beta 1; alpha is 1). A is row-major with row stride lda; B' is B
 // (row-major K x N, row stride ldb) or, with `trans_b`, B transposed (B row-major N x K).
-// MlasSgemmOperation: one thread's work. (Its special kernels for M = 1 and N = 1 are not
-// restated: callers route those shapes elsewhere.)
+// MlasSgemmOperation: one thread's work. One row of A (M = 1), or one column of B and C (N = 1,
+// both contiguous), take MLAS's AVX kernels for them, which sum without fused multiply-adds:
+// the first in groups of four rows of K, the second in eight lanes.
 void sgemmOperation(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
                     int64_t ldb, bool trans_b, float* c, int64_t ldc, bool accumulate);
 

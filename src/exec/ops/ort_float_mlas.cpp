@@ -158,7 +158,7 @@ std::vector<at::Tensor> gemmAsOrt(const OpContext& ctx) {
       b.dim() != 2)
     return builtinRun(ctx, "Gemm");
   const int64_t m = a.size(0), k = a.size(1), n = trans_b ? b.size(0) : b.size(1);
-  if ((trans_b ? b.size(1) : b.size(0)) != k || m < 2 || n < 2) return builtinRun(ctx, "Gemm");
+  if ((trans_b ? b.size(1) : b.size(0)) != k || k == 0) return builtinRun(ctx, "Gemm");
   at::Tensor y;
   if (ctx.hasInput(2)) {
     const at::Tensor& c = ctx.input(2);

@@ -7,6 +7,7 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <string>
 
 #include "exec/executor.h"
@@ -180,22 +181,128 @@ TEST(OrtFloatMlas, GlobalAveragePoolSumsInFourLanesAsOnnxRuntime) {
 }
 
 // What the restatement leaves to the built-in kernels, said by its return value.
-TEST(OrtFloatMlas, ShapesMlasComputesWithOtherKernelsAreNotRestated) {
+TEST(OrtFloatMlas, ThreeDimensionalConvolutionsAreLeftToTheBuiltInKernel) {
   mlas::ConvShape s;
   s.in_channels = 4;
-  s.filters = 1;  // one filter: MLAS's single-row SGEMM kernel
-  s.input = {5, 5};
-  s.kernel = {3, 3};
-  s.dilation = {1, 1};
-  s.stride = {1, 1};
-  s.output = {3, 3};
-  s.pads = {0, 0, 0, 0};
-  std::vector<float> x(4 * 25, 1.0f), w(4 * 9, 1.0f), y(9, -1.0f);
+  s.filters = 2;
+  s.input = {5, 5, 5};
+  s.kernel = {3, 3, 3};
+  s.dilation = {1, 1, 1};
+  s.stride = {1, 1, 1};
+  s.output = {3, 3, 3};
+  s.pads = {0, 0, 0, 0, 0, 0};
+  std::vector<float> x(4 * 125, 1.0f), w(2 * 4 * 27, 1.0f), y(2 * 27, -1.0f);
   EXPECT_FALSE(mlas::conv(s, x.data(), w.data(), nullptr, y.data(), false, {}, 1));
   EXPECT_EQ(y[0], -1.0f);  // untouched
-  s.filters = 2;
-  s.input = {5, 5, 5};  // 3-D
-  EXPECT_FALSE(mlas::conv(s, x.data(), w.data(), nullptr, y.data(), false, {}, 1));
+}
+
+// A grouped Conv with W and B as inputs (as behind a DequantizeLinear).
+Compared runGroupedConv(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias,
+                        int64_t groups, std::vector<int64_t> pads, int64_t stride,
+                        const std::string& tag, int threads = 2) {
+  OnnxBuilder b;
+  b.input("x", kFloat, {-1, x.size(1), x.size(2), x.size(3)})
+      .input("w", kFloat, {w.size(0), w.size(1), w.size(2), w.size(3)})
+      .input("b", kFloat, {w.size(0)})
+      .output("y", kFloat, {});
+  onnx::NodeProto& conv = b.node("Conv", {"x", "w", "b"}, {"y"});
+  addIntsAttribute(conv, "pads", pads);
+  addIntsAttribute(conv, "strides", {stride, stride});
+  addIntAttribute(conv, "group", groups);
+  return runAll(b, tag, {{"x", x}, {"w", w}, {"b", bias}}, threads);
+}
+
+Compared runGroupedConv(const at::Tensor& x, const at::Tensor& w, int64_t groups,
+                        std::vector<int64_t> pads, int64_t stride, const std::string& tag,
+                        int threads = 2) {
+  return runGroupedConv(x, w, at::randn({w.size(0)}), groups, std::move(pads), stride, tag,
+                        threads);
+}
+
+// One filter per group is a product with one row (M = 1): MLAS's AVX kernel for it adds four
+// products of K at a time, without fused multiply-adds, then adds each group's sum to the output.
+TEST(OrtFloatMlas, DepthwiseConvSumsFourProductsAtATimeAsOnnxRuntime) {
+  at::manual_seed(30);
+  const at::Tensor x = mixed({2, 24, 15, 15}, 2), w = mixed({24, 1, 3, 3}, 2);
+  const at::Tensor bias = at::randn({24});
+  const at::Tensor padded = at::constant_pad_nd(x, {1, 1, 1, 1});
+  for (int64_t stride : {1, 2}) {
+    const std::string what = "depthwise, stride " + std::to_string(stride);
+    const Compared r = runGroupedConv(x, w, bias, 24, {1, 1, 1, 1}, stride,
+                                      "ort-dwconv-s" + std::to_string(stride));
+    expectBitForBit(r, what);
+    // The nine products summed one after another, rounding each product or fusing it.
+    const int64_t out = r.ort.size(2);
+    at::Tensor chained = at::empty_like(r.ort), fused = at::empty_like(r.ort);
+    auto xa = padded.accessor<float, 4>();
+    auto wa = w.accessor<float, 4>();
+    auto ba = bias.accessor<float, 1>();
+    auto ca = chained.accessor<float, 4>();
+    auto fa = fused.accessor<float, 4>();
+    for (int64_t n = 0; n < 2; ++n)
+      for (int64_t c = 0; c < 24; ++c)
+        for (int64_t i = 0; i < out; ++i)
+          for (int64_t j = 0; j < out; ++j) {
+            float chain = 0, fma = 0;
+            for (int64_t k = 0; k < 9; ++k) {
+              const float xv = xa[n][c][i * stride + k / 3][j * stride + k % 3];
+              const float wv = wa[c][0][k / 3][k % 3];
+              chain = chain + xv * wv;
+              fma = std::fmaf(xv, wv, fma);
+            }
+            ca[n][c][i][j] = chain + ba[c];
+            fa[n][c][i][j] = fma + ba[c];
+          }
+    EXPECT_FALSE(at::equal(chained, r.ort)) << what << ": one chain of products rounds alike";
+    EXPECT_FALSE(at::equal(fused, r.ort)) << what << ": one chain of fused products rounds alike";
+  }
+}
+
+// Two input channels per group: K = 18, four groups of four and a remainder of two.
+TEST(OrtFloatMlas, GroupedConvWithOneFilterPerGroupAddsTheRemainderOfKLast) {
+  at::manual_seed(31);
+  expectBitForBit(runGroupedConv(mixed({2, 16, 9, 9}, 2), mixed({8, 2, 3, 3}, 2), 8, {1, 1, 1, 1},
+                                 1, "ort-gconv-k18"),
+                  "K = 18");
+  // K = 15 (5 x 3 kernel): three groups of four, then a remainder of two and one of one.
+  expectBitForBit(runGroupedConv(mixed({2, 6, 9, 9}, 2), mixed({6, 1, 5, 3}, 2), 6, {2, 1, 2, 1}, 1,
+                                 "ort-gconv-k15"),
+                  "K = 15");
+}
+
+// A single output position (N = 1): MLAS's kernel for one column sums K in eight lanes and reduces
+// them in an order that depends on the row's block of 4, 2 or 1 filters, counted from where each
+// thread's filters start: 14 filters are 4 + 4 + 4 + 2 on one thread, and 7 = 4 + 2 + 1 twice on
+// two (K = 6400 earns the second thread).
+TEST(OrtFloatMlas, ConvWithOneOutputPositionReducesEightLanesAsOnnxRuntime) {
+  at::manual_seed(32);
+  const at::Tensor x = mixed({1, 256, 5, 5}, 2), w = mixed({14, 256, 5, 5}, 2);
+  const Compared two = runGroupedConv(x, w, 1, {0, 0, 0, 0}, 1, "ort-conv-n1-t2", 2);
+  expectBitForBit(two, "two threads");
+  const Compared one = runGroupedConv(x, w, 1, {0, 0, 0, 0}, 1, "ort-conv-n1-t1", 1);
+  expectBitForBit(one, "one thread");
+  EXPECT_FALSE(at::equal(one.ort, two.ort));  // the blocks moved with the threads
+}
+
+// One input channel and a kernel as wide as the input: MLAS multiplies the input as it lies, read
+// as B transposed with a stride of one input row; a kernel as tall as the input and one wide
+// reads it untransposed.
+TEST(OrtFloatMlas, ConvWhoseKernelSpansWholeInputRowsMatchesOnnxRuntime) {
+  at::manual_seed(33);
+  expectBitForBit(runGroupedConv(mixed({1, 1, 40, 6}, 2), mixed({20, 1, 3, 6}, 2), 1, {0, 0, 0, 0},
+                                 1, "ort-conv-rows"),
+                  "whole rows", false);
+  expectBitForBit(runGroupedConv(mixed({2, 1, 5, 300}, 2), mixed({8, 1, 5, 1}, 2), 1, {0, 0, 0, 0},
+                                 1, "ort-conv-columns"),
+                  "whole columns", false);
+}
+
+// Gemm of one row with B an input (not packed) and transposed: the single-row kernel for a
+// transposed B, the eight-lane sums (10 outputs: blocks of 4, 4 and 2).
+TEST(OrtFloatMlas, GemmOfOneRowMatchesOnnxRuntime) {
+  at::manual_seed(34);
+  const at::Tensor x = mixed({1, 300}, 2), w = mixed({10, 300}, 2), c = at::randn({10}) * 4;
+  expectBitForBit(runGemm(false, x, w, c), "one row", false);
 }
 
 // com.microsoft BiasGelu, which ORT's graphs hold where a bias Add feeds a written-out GELU.
