@@ -153,6 +153,17 @@ class Verifier {
   }
 
  private:
+  // An exported model emulated as ONNX Runtime runs it (openAsOrtRuns): ORT's optimized graph of
+  // it on the emulation's kernels, or the QOperator model's emulation standing in.
+  struct AsOrtRuns {
+    enum class State { kStandIn, kOptimizedGraph, kStopped };
+    std::unique_ptr<Graph> graph;
+    std::unique_ptr<Executor> executor;
+    State state = State::kStandIn;
+    int64_t steps = 0;    // batches compared with the optimized graph
+    bool unused = false;  // it failed on the first step with nothing to stand in
+  };
+
   static OrtRunnerOptions ortOptions(const VerifyOptions& o, int64_t fixed) {
     OrtRunnerOptions ort = o.ort;
     // A fixed batch dim: ORT runs that many rows at a time; else each step in one run.
@@ -178,7 +189,7 @@ class Verifier {
           qop_graph_->findValue(name)->setInitializer(value);
         // And the float groups ORT fuses into kernels of other arithmetic, as it fused them.
         const std::vector<std::string> fused =
-            fuseAsOrtDid(*qop_graph_, ort_.optimizedModel(qop_path_));
+            fuseAsOrtDid(*qop_graph_, optimizedModelOf(qop_path_));
         if (!fused.empty()) {
           report.notes.push_back(std::to_string(fused.size()) +
                                  " float groups ONNX Runtime fuses into kernels that round "
@@ -199,31 +210,45 @@ class Verifier {
       // a wrong scale or a misplaced quantizer moves whole tensors: trace every time.
       qdq_sim_ = addStream("qdq", "simulation", true, k);
       if (options_.emulation != nullptr && options_.ort.optimization != OrtOptimization::Disabled)
-        openOptimizedQdq(report);
+        openAsOrtRuns("QDQ", qdq_path_, qdq_as_ort_, report);
       // Diagnostic: ONNX Runtime's own QDQ fusions need not pick exactly the groups ours do.
-      if (emulator_ || qdq_emulator_) qdq_emu_ = addStream("qdq", "emulation", false, 0);
+      if (emulator_ || qdq_as_ort_.executor) qdq_emu_ = addStream("qdq", "emulation", false, 0);
     }
     if (models.contains("qoperator")) {
       // The QOperator model is the artifact of ONNX_QNN-style backends; for the others it is a
       // by-product that locates differences, with float ops between its integer kernels.
       const std::string format = manifest_.value("deploy_format", "");
       const bool deployed = format == "onnx_qnn" || format == "qoperator";
-      if (emulator_) qop_emu_ = addStream("qoperator", "emulation", deployed, k);
+      if (emulator_) {
+        if (options_.ort.optimization != OrtOptimization::Disabled)
+          openAsOrtRuns("QOperator", qop_path_, qop_as_ort_, report);
+        qop_emu_ = addStream("qoperator", "emulation", deployed, k);
+      }
       qop_sim_ = addStream("qoperator", "simulation", deployed, 0);
     }
   }
 
-  // The QDQ model as ONNX Runtime runs it: the graph ORT's optimizations made of it (which
+  // The graph ONNX Runtime's optimizations made of an exported model, read once per model.
+  const onnx::ModelProto& optimizedModelOf(const std::string& path) {
+    auto found = optimized_.find(path);
+    if (found == optimized_.end())
+      found = optimized_.emplace(path, ort_.optimizedModel(path)).first;
+    return found->second;
+  }
+
+  // An exported model as ONNX Runtime runs it: the graph ORT's optimizations made of it (which
   // groups it fused into integer kernels, which it left as DequantizeLinear -> float op ->
   // QuantizeLinear, the float ops it fused with their activations and Adds), read from ORT
   // rather than predicted, and run with the emulation's kernels. Without it (an op of ORT's graph
-  // the emulation has no kernel for), the QDQ model is compared with the QOperator model's
-  // emulation, which ORT's QDQ model computes once it fused the same groups.
-  void openOptimizedQdq(VerifyReport& report) {
+  // the emulation has no kernel for), the model is compared with the QOperator model's
+  // emulation, which ORT computes for either model once it fused the same groups.
+  void openAsOrtRuns(const std::string& label, const std::string& path, AsOrtRuns& as_ort,
+                     VerifyReport& report) {
+    const std::string model = label == "QDQ" ? "qdq" : "qoperator";
     try {
-      onnx::ModelProto optimized = ort_.optimizedModel(qdq_path_);
+      onnx::ModelProto optimized = optimizedModelOf(path);  // the import takes it apart
       auto graph = std::make_unique<Graph>(
-          importOnnxModel(optimized, std::filesystem::path(qdq_path_).parent_path().string()));
+          importOnnxModel(optimized, std::filesystem::path(path).parent_path().string()));
       auto executor = std::make_unique<Executor>(*graph, ExecutorOptions{}, *options_.emulation);
       std::map<std::string, int> ops;
       for (const Node* n : graph->nodes()) {
@@ -233,18 +258,16 @@ class Verifier {
       std::vector<std::string> listed;
       for (const auto& [op, count] : ops)
         listed.push_back(op + " x" + std::to_string(count));
-      report.notes.push_back(
-          "qdq model vs emulation: the emulation runs the graph ONNX Runtime "
-          "optimized the QDQ model into (" +
-          describeOps(listed, 6) + ", between its quantizers)");
-      qdq_graph_ = std::move(graph);
-      qdq_emulator_ = std::move(executor);
-      qdq_emulated_ = QdqEmulation::kOptimizedGraph;
+      report.notes.push_back(model + " model vs emulation: the emulation runs the graph ONNX " +
+                             "Runtime optimized the " + label + " model into (" +
+                             describeOps(listed, 6) + ", between its quantizers)");
+      as_ort.graph = std::move(graph);
+      as_ort.executor = std::move(executor);
+      as_ort.state = AsOrtRuns::State::kOptimizedGraph;
     } catch (const Error& e) {
-      report.notes.push_back(
-          "qdq model vs emulation: compared with the QOperator model's emulation; the graph ONNX "
-          "Runtime optimized the QDQ model into cannot be emulated: " +
-          std::string(e.what()));
+      report.notes.push_back(model + " model vs emulation: compared with the QOperator model's " +
+                             "emulation; the graph ONNX Runtime optimized the " + label +
+                             " model into cannot be emulated: " + std::string(e.what()));
     }
   }
 
@@ -295,47 +318,45 @@ class Verifier {
       for (size_t i = 0; i < outputs_.size(); ++i) {
         quality_[i].add(ort.at(outputs_[i]), sim_rt.at(outputs_[i]), flt.at(outputs_[i]), samples);
       }
-      if (qdq_emulated_ == QdqEmulation::kOptimizedGraph) {
-        compareOptimizedQdq(feeds, ort, emu, samples);
-      } else if (qdq_emulated_ == QdqEmulation::kQOperatorModel && qdq_emu_) {
-        compare(*qdq_emu_, feeds, ort, emu, samples);
-      }
+      compareAsOrtRuns("QDQ", qdq_as_ort_, qdq_emu_, feeds, ort, emu, samples);
     }
     if (!qop_path_.empty()) {
       const TensorMap ort = ort_.run(qop_path_, feeds, outputs_);
       addAccuracy(kOrtQop, ort, batch.labels);
-      if (qop_emu_) compare(*qop_emu_, feeds, ort, emu, samples);
+      compareAsOrtRuns("QOperator", qop_as_ort_, qop_emu_, feeds, ort, emu, samples);
       compare(*qop_sim_, feeds, ort, sim_rt, samples);
     }
   }
 
-  // The QDQ model against ORT's optimized graph of it on the emulation's kernels. A kernel that
-  // fails on that graph is a limit of the emulation, not of the model: on the first step the
-  // QOperator model's emulation takes over (when there is one), later the comparison stops there,
-  // and a note says so either way.
-  void compareOptimizedQdq(const TensorMap& feeds, const TensorMap& ort, const TensorMap& emu,
-                           int64_t samples) {
-    TensorMap emulated;
-    try {
-      emulated = algos::runInBatches(*qdq_emulator_, feeds, outputs_, fixed_);
-    } catch (const std::exception& e) {
-      const bool first = qdq_emulated_steps_ == 0;
-      notes_.push_back(
-          "qdq model vs emulation: ORT's optimized graph of the QDQ model failed in "
-          "the emulation (" +
-          oneLineOf(e.what()) + "); " +
-          (first && emulator_
-               ? "compared with the QOperator model's emulation"
-               : "the comparison stops after " + std::to_string(qdq_emulated_steps_) + " steps"));
-      qdq_emulator_.reset();
-      qdq_emulated_ = first && emulator_ ? QdqEmulation::kQOperatorModel : QdqEmulation::kStopped;
-      qdq_emu_unused_ = first && !emulator_;
-      if (qdq_emulated_ == QdqEmulation::kQOperatorModel && qdq_emu_)
-        compare(*qdq_emu_, feeds, ort, emu, samples);
-      return;
+  // An exported model's ORT outputs against ORT's optimized graph of it on the emulation's
+  // kernels, or against the QOperator model's emulation `emu` standing in. A kernel that fails on
+  // ORT's graph is a limit of the emulation, not of the model: on the first step the stand-in
+  // takes over (when there is one), later the comparison stops there, and a note says so.
+  void compareAsOrtRuns(const std::string& label, AsOrtRuns& as_ort, Stream* stream,
+                        const TensorMap& feeds, const TensorMap& ort, const TensorMap& emu,
+                        int64_t samples) {
+    using State = AsOrtRuns::State;
+    if (as_ort.state == State::kOptimizedGraph) {
+      try {
+        const TensorMap emulated = algos::runInBatches(*as_ort.executor, feeds, outputs_, fixed_);
+        ++as_ort.steps;
+        if (stream) compare(*stream, feeds, ort, emulated, samples);
+        return;
+      } catch (const std::exception& e) {
+        const bool first = as_ort.steps == 0;
+        const std::string model = label == "QDQ" ? "qdq" : "qoperator";
+        notes_.push_back(model + " model vs emulation: ORT's optimized graph of the " + label +
+                         " model failed in the emulation (" + oneLineOf(e.what()) + "); " +
+                         (first && emulator_ ? "compared with the QOperator model's emulation"
+                                             : "the comparison stops after " +
+                                                   std::to_string(as_ort.steps) + " steps"));
+        as_ort.executor.reset();
+        as_ort.state = first && emulator_ ? State::kStandIn : State::kStopped;
+        as_ort.unused = first && !emulator_;
+      }
     }
-    ++qdq_emulated_steps_;
-    if (qdq_emu_) compare(*qdq_emu_, feeds, ort, emulated, samples);
+    if (as_ort.state == State::kStandIn && stream && emulator_)
+      compare(*stream, feeds, ort, emu, samples);
   }
 
   static std::string oneLineOf(std::string text) {
@@ -379,7 +400,7 @@ class Verifier {
     report.notes.insert(report.notes.end(), notes_.begin(), notes_.end());
     for (const auto& s : streams_) {
       // The QDQ model's emulation that failed on its first step, with nothing to stand in.
-      if (s.get() == qdq_emu_ && qdq_emu_unused_) continue;
+      if (s.get() == qdq_emu_ && qdq_as_ort_.unused) continue;
       Comparison c = s->meta;
       c.exact_fraction = 1;
       bool agreement_set = false;
@@ -454,13 +475,9 @@ class Verifier {
   std::vector<QualityGap> quality_;  // per output, ORT's and the simulation's against float
   std::unique_ptr<Graph> qop_graph_;
   std::unique_ptr<Executor> emulator_;
-  std::unique_ptr<Graph> qdq_graph_;  // ORT's optimized graph of the QDQ model
-  std::unique_ptr<Executor> qdq_emulator_;
-  // What the QDQ model is compared with as its emulation.
-  enum class QdqEmulation { kQOperatorModel, kOptimizedGraph, kStopped };
-  QdqEmulation qdq_emulated_ = QdqEmulation::kQOperatorModel;
-  int64_t qdq_emulated_steps_ = 0;
-  bool qdq_emu_unused_ = false;
+  std::map<std::string, onnx::ModelProto> optimized_;  // path -> ORT's optimized graph of it
+  // What each exported model is compared with as its emulation.
+  AsOrtRuns qdq_as_ort_, qop_as_ort_;
   std::vector<std::string> notes_;  // said while streaming, added to the report at the end
   std::string qdq_path_, qop_path_;
   std::vector<std::unique_ptr<Stream>> streams_;
@@ -586,7 +603,7 @@ void Verifier::judge(VerifyReport& report) const {
                     options_.min_cosine);
       apply(report, criterion("cosine", o.cosine, options_.min_cosine, true), buf);
       if (requantized && o.p99_steps > options_.max_p99_steps) {
-        const char* cause = qdq_emulated_ == QdqEmulation::kOptimizedGraph
+        const char* cause = qdq_as_ort_.state == AsOrtRuns::State::kOptimizedGraph
                                 ? "ONNX Runtime's arithmetic (its kernels' summation order and "
                                   "requantization): ONNX Runtime equals qforge's emulation of the "
                                   "graph it optimized the QDQ model into"

@@ -104,7 +104,8 @@ TEST(DeployVerifyCli, IntegerEmulationPredictsOnnxRuntimeOnTheZooResNet) {
 // ORT fuses Conv + Add + Relu into FusedConv and runs MLAS's SGEMM-based convolutions. The
 // emulation runs the graph ORT optimized the QDQ model into, with those kernels restated, and
 // equals ORT on every logit; the QOperator model's emulation (integer kernels where ORT's QDQ
-// model has float ones) was exact on about 79% of them.
+// model has float ones) was exact on about 79% of them. The QOperator model likewise: ORT fuses
+// its float Conv + Add groups too, and its optimized graph is what the emulation runs.
 TEST(DeployVerifyCli, TheQdqModelIsEmulatedOnTheGraphOnnxRuntimeOptimizedItInto) {
   const std::string dir = quantized("TensorRT");
   const nlohmann::json report = verifyJson(dir + " --limit 200", 0);
@@ -112,16 +113,28 @@ TEST(DeployVerifyCli, TheQdqModelIsEmulatedOnTheGraphOnnxRuntimeOptimizedItInto)
   ASSERT_NE(emu, nullptr) << report.dump(2);
   EXPECT_EQ((*emu)["exact_fraction"].get<double>(), 1.0) << emu->dump(2);
   EXPECT_EQ((*emu)["max_steps"].get<double>(), 0.0);
-  bool named = false;
-  for (const auto& note : report["notes"])
-    named = named || note.get<std::string>().find("FusedConv x7") != std::string::npos;
+  const nlohmann::json* qop = comparison(report, "qoperator", "emulation");
+  ASSERT_NE(qop, nullptr) << report.dump(2);
+  EXPECT_EQ((*qop)["exact_fraction"].get<double>(), 1.0) << qop->dump(2);
+  bool named = false, qop_named = false;
+  for (const auto& note : report["notes"]) {
+    const std::string text = note.get<std::string>();
+    named = named || text.find("FusedConv x7") != std::string::npos;
+    qop_named = qop_named || text.rfind(
+                                 "qoperator model vs emulation: the emulation runs the "
+                                 "graph ONNX Runtime optimized the QOperator model into",
+                                 0) == 0;
+  }
   EXPECT_TRUE(named) << report["notes"].dump(2);
+  EXPECT_TRUE(qop_named) << report["notes"].dump(2);
   // Without ORT's optimizations there is no fused graph to read: the QOperator emulation stands
   // in, and it does not compute what ORT's float kernels do.
   const nlohmann::json plain = verifyJson(dir + " --limit 200 --ort-optimization disabled", 0);
   const nlohmann::json* fallback = comparison(plain, "qdq", "emulation");
   ASSERT_NE(fallback, nullptr);
   EXPECT_LT((*fallback)["exact_fraction"].get<double>(), 0.99);
+  for (const auto& note : plain["notes"])
+    EXPECT_EQ(note.get<std::string>().find("optimized the QOperator model"), std::string::npos);
 }
 
 TEST(DeployVerifyCli, ABrokenLayerScaleInTheExportedModelIsCaughtAndNamed) {

@@ -1,6 +1,7 @@
-// verify's emulation of the QDQ model on the graph ONNX Runtime optimized it into: when a kernel
-// of the emulation fails on that graph, the QOperator model's emulation takes over from the first
-// step and a note says why, and verify still passes; it is never a failure of the model.
+// verify's emulation of the QDQ and QOperator models on the graphs ONNX Runtime optimized them
+// into: when a kernel of the emulation fails on such a graph, the QOperator model's own emulation
+// takes over from the first step and a note says why, and verify still passes; it is never a
+// failure of the model.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -48,6 +49,9 @@ TEST(OptimizedQdqEmulation, AKernelThatFailsOnOrtsGraphHandsOverToTheQOperatorEm
   const verify::Comparison* exact = find(fine.report, "qdq", "emulation");
   ASSERT_NE(exact, nullptr);
   EXPECT_EQ(exact->exact_fraction, 1.0);
+  const verify::Comparison* qop_exact = find(fine.report, "qoperator", "emulation");
+  ASSERT_NE(qop_exact, nullptr);
+  EXPECT_EQ(qop_exact->exact_fraction, 1.0);
   // A FusedConv kernel that fails at run time.
   OpRegistry broken = ortEmulationRegistry();
   broken.replaceLowering("com.microsoft", "FusedConv", [](const OpContext& ctx) {
@@ -60,14 +64,21 @@ TEST(OptimizedQdqEmulation, AKernelThatFailsOnOrtsGraphHandsOverToTheQOperatorEm
   ASSERT_NE(fallback, nullptr);
   EXPECT_EQ(fallback->samples, 64);  // every step, all against the QOperator model's emulation
   EXPECT_LT(fallback->exact_fraction, 0.99);
-  bool said = false;
+  // ORT's graph of the QOperator model fuses its float Conv + Add groups too.
+  const verify::Comparison* qop_fallback = find(handed.report, "qoperator", "emulation");
+  ASSERT_NE(qop_fallback, nullptr);
+  EXPECT_EQ(qop_fallback->samples, 64);  // every step, against its own model's emulation
+  bool said = false, qop_said = false;
   for (const std::string& note : handed.report.notes) {
-    said =
-        said || (note.find("failed in the emulation") != std::string::npos &&
-                 note.find("deliberately broken") != std::string::npos &&
-                 note.find("compared with the QOperator model's emulation") != std::string::npos);
+    const bool handed_over =
+        note.find("failed in the emulation") != std::string::npos &&
+        note.find("deliberately broken") != std::string::npos &&
+        note.find("compared with the QOperator model's emulation") != std::string::npos;
+    said = said || (handed_over && note.rfind("qdq model", 0) == 0);
+    qop_said = qop_said || (handed_over && note.rfind("qoperator model", 0) == 0);
   }
   EXPECT_TRUE(said);
+  EXPECT_TRUE(qop_said);
 }
 
 }  // namespace
