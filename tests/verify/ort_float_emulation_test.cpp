@@ -87,6 +87,33 @@ TEST(OrtFloatEmulation, ReduceMeanOverTheInnermostAxisMatchesOnnxRuntimeBitForBi
   EXPECT_FALSE(at::equal(Executor(g).run({{"x", x}}).at("y"), ort));  // ATen's order differs
 }
 
+// Over one axis that is not the innermost: a middle one (a ViT's mean over its tokens) is summed
+// by MLAS's GEMM of a row of ones, four rows at a time; the leading one row after row.
+TEST(OrtFloatEmulation, ReduceMeanOverAnOuterAxisMatchesOnnxRuntimeBitForBit) {
+  at::manual_seed(13);
+  const at::Tensor x = at::randn({16, 49, 48}) * at::exp(at::randn({16, 49, 48}) * 2);
+  verify::OrtRunnerOptions options;
+  options.ort_dir = testOrtDir();
+  for (const int64_t axis : {1, -2, 0}) {
+    for (const int64_t keepdims : {1, 0}) {
+      OnnxBuilder b;
+      b.input("x", kFloat, {16, 49, 48}).output("y", kFloat, {});
+      onnx::NodeProto& node = b.node("ReduceMean", {"x"}, {"y"});
+      addIntsAttribute(node, "axes", {axis});
+      addIntAttribute(node, "keepdims", keepdims);
+      const std::string model = makeTempDir("ort-reducemean-outer") + "/model.onnx";
+      b.save(model);
+      const at::Tensor ort = verify::OrtRunner(options).run(model, {{"x", x}}).at("y");
+      Graph g = importOnnxFile(model);
+      const at::Tensor emulated = Executor(g, {}, ortEmulationRegistry()).run({{"x", x}}).at("y");
+      const std::string what =
+          "axis " + std::to_string(axis) + ", keepdims " + std::to_string(keepdims);
+      EXPECT_TRUE(at::equal(emulated, ort)) << what << ": " << (emulated - ort).abs().max();
+      EXPECT_FALSE(at::equal(Executor(g).run({{"x", x}}).at("y"), ort)) << what;
+    }
+  }
+}
+
 // Runs a one-node model in ORT, the emulation and the built-in table.
 struct ThreeWay {
   at::Tensor ort, emulated, builtin;

@@ -4,7 +4,10 @@
 // ReduceMean over the innermost axis (LayerNorm's mean and variance): Eigen's vectorized sum
 // keeps 8 float lanes, adds the axis in packets of 8, folds the lanes in halves (4+4, 2+2, 1+1)
 // and ORT divides by the count; measured equal to onnxruntime-node on every element of a
-// [64, 49, 48] tensor of mixed magnitudes. Other shapes run the built-in reduction.
+// [64, 49, 48] tensor of mixed magnitudes. Over one middle axis (a ViT's mean over its tokens) ORT
+// sums with MLAS's GEMM of a row of ones (MLAS's single-row kernel: four rows at a time, each
+// group's sum added to the total), over the leading axis it adds the rows in order; then it
+// divides. Other reductions run the built-in one.
 //
 // MatMul: MLAS's SGEMM kernels keep one accumulator per output element and add
 // the K products in order with fused multiply-adds (for K up to its 256-wide K stride, which
@@ -23,10 +26,13 @@
 // kernels (exec/ops/mlas_ops.h).
 #include <ATen/ATen.h>
 
+#include <algorithm>
+
 #include "core/error.h"
 #include "exec/op_info.h"
 #include "exec/ops/common.h"
 #include "exec/ops/mlas_ops.h"
+#include "exec/ops/mlas_sgemm.h"
 #include "exec/ops/ort_integer_common.h"
 #include "exec/ort_emulation.h"
 
@@ -55,6 +61,41 @@ std::vector<at::Tensor> sequentialMatMul(const OpContext& ctx) {
 
 constexpr int64_t kEigenLanes = 8;
 
+// ReduceAggregatorMean over one axis that is not the innermost, as [outer, count, inner]: over a
+// middle axis (outer and inner > 1, ORT's FastReduceKRK) each outer slice is a row of ones times
+// the [count, inner] matrix, one GEMM; over the leading axis (FastReduceRK) the rows are added in
+// order. Then the sums are divided by the count. Undefined for the other shapes.
+at::Tensor meanOverOuterAxis(const at::Tensor& x, int64_t axis) {
+  if (axis < 0 || axis >= x.dim()) return {};
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < axis; ++d)
+    outer *= x.size(d);
+  for (int64_t d = axis + 1; d < x.dim(); ++d)
+    inner *= x.size(d);
+  const int64_t count = x.size(axis);
+  if (inner <= 1 || count < 1 || (axis > 0 && outer <= 1)) return {};
+  const at::Tensor xc = x.contiguous();
+  std::vector<int64_t> shape = x.sizes().vec();
+  shape[axis] = 1;
+  at::Tensor sum = at::empty(shape, x.options());
+  const float* in = xc.data_ptr<float>();
+  float* out = sum.data_ptr<float>();
+  if (axis == 0) {
+    std::copy(in, in + inner, out);
+    for (int64_t r = 1; r < count; ++r) {
+      for (int64_t j = 0; j < inner; ++j)
+        out[j] = out[j] + in[r * inner + j];
+    }
+  } else {
+    const std::vector<float> ones(static_cast<size_t>(count), 1.0f);
+    for (int64_t o = 0; o < outer; ++o) {
+      mlas::sgemm(1, inner, count, ones.data(), count, in + o * count * inner, inner, false,
+                  out + o * inner, inner, false, 1);
+    }
+  }
+  return sum / at::full_like(sum, static_cast<float>(count));
+}
+
 std::vector<at::Tensor> laneReduceMean(const OpContext& ctx) {
   const OpInfo* builtin = OpRegistry::builtin().find("", "ReduceMean", ctx.opset());
   const at::Tensor& x = ctx.input(0);
@@ -66,6 +107,13 @@ std::vector<at::Tensor> laneReduceMean(const OpContext& ctx) {
     axes.assign(a.data_ptr<int64_t>(), a.data_ptr<int64_t>() + a.numel());
   }
   const bool innermost = axes.size() == 1 && (axes[0] == -1 || axes[0] == x.dim() - 1);
+  if (x.scalar_type() == at::kFloat && axes.size() == 1 && !innermost) {
+    at::Tensor mean = meanOverOuterAxis(x, axes[0] < 0 ? axes[0] + x.dim() : axes[0]);
+    if (mean.defined()) {
+      if (ctx.attrInt("keepdims", 1) == 0) mean = mean.squeeze(axes[0]);
+      return {mean};
+    }
+  }
   if (x.scalar_type() != at::kFloat || x.dim() < 1 || !innermost || x.size(-1) % kEigenLanes != 0) {
     // Without the followers: the built-in would compute a LayerNorm written out in one kernel,
     // whose rounding is not ONNX Runtime's.
