@@ -302,10 +302,17 @@ class Verifier {
       sim_rt = algos::runInBatches(model_.executor(), feeds, outputs_, fixed_, sim_overrides_);
       addAccuracy(kSimulationRt, sim_rt, batch.labels);
     }
-    TensorMap emu;
+    // The QOperator model's own emulation, run only when read: for the emulation's accuracy when
+    // ORT's graph of that model is not emulated, or for a comparison it stands in for.
+    std::optional<TensorMap> stand_in;
+    const auto standIn = [&]() -> const TensorMap& {
+      if (!stand_in) stand_in = algos::runInBatches(*emulator_, feeds, outputs_, fixed_);
+      return *stand_in;
+    };
+    std::optional<TensorMap> qop_emulated;
     if (emulator_) {
-      emu = algos::runInBatches(*emulator_, feeds, outputs_, fixed_);
-      addAccuracy(kEmulation, emu, batch.labels);
+      qop_emulated = runAsOrtRuns("QOperator", qop_as_ort_, feeds);
+      addAccuracy(kEmulation, qop_emulated ? *qop_emulated : standIn(), batch.labels);
     }
     if (!qdq_path_.empty()) {
       const TensorMap ort = ort_.run(qdq_path_, feeds, outputs_);
@@ -318,45 +325,54 @@ class Verifier {
       for (size_t i = 0; i < outputs_.size(); ++i) {
         quality_[i].add(ort.at(outputs_[i]), sim_rt.at(outputs_[i]), flt.at(outputs_[i]), samples);
       }
-      compareAsOrtRuns("QDQ", qdq_as_ort_, qdq_emu_, feeds, ort, emu, samples);
+      const std::optional<TensorMap> emulated = runAsOrtRuns("QDQ", qdq_as_ort_, feeds);
+      if (qdq_emu_ && emulated) {
+        compare(*qdq_emu_, feeds, ort, *emulated, samples);
+      } else if (qdq_emu_ && standsIn(qdq_as_ort_)) {
+        compare(*qdq_emu_, feeds, ort, standIn(), samples);
+      }
     }
     if (!qop_path_.empty()) {
       const TensorMap ort = ort_.run(qop_path_, feeds, outputs_);
       addAccuracy(kOrtQop, ort, batch.labels);
-      compareAsOrtRuns("QOperator", qop_as_ort_, qop_emu_, feeds, ort, emu, samples);
+      if (qop_emu_ && qop_emulated) {
+        compare(*qop_emu_, feeds, ort, *qop_emulated, samples);
+      } else if (qop_emu_ && standsIn(qop_as_ort_)) {
+        compare(*qop_emu_, feeds, ort, standIn(), samples);
+      }
       compare(*qop_sim_, feeds, ort, sim_rt, samples);
     }
   }
 
-  // An exported model's ORT outputs against ORT's optimized graph of it on the emulation's
-  // kernels, or against the QOperator model's emulation `emu` standing in. A kernel that fails on
-  // ORT's graph is a limit of the emulation, not of the model: on the first step the stand-in
-  // takes over (when there is one), later the comparison stops there, and a note says so.
-  void compareAsOrtRuns(const std::string& label, AsOrtRuns& as_ort, Stream* stream,
-                        const TensorMap& feeds, const TensorMap& ort, const TensorMap& emu,
-                        int64_t samples) {
+  bool standsIn(const AsOrtRuns& as_ort) const {
+    return emulator_ && as_ort.state == AsOrtRuns::State::kStandIn;
+  }
+
+  // ORT's optimized graph of an exported model on the emulation's kernels, or nothing when it is
+  // not emulated (or no longer). A kernel that fails on ORT's graph is a limit of the emulation,
+  // not of the model: on the first step the QOperator model's own emulation takes over (when
+  // there is one), later the comparison stops there, and a note says so.
+  std::optional<TensorMap> runAsOrtRuns(const std::string& label, AsOrtRuns& as_ort,
+                                        const TensorMap& feeds) {
     using State = AsOrtRuns::State;
-    if (as_ort.state == State::kOptimizedGraph) {
-      try {
-        const TensorMap emulated = algos::runInBatches(*as_ort.executor, feeds, outputs_, fixed_);
-        ++as_ort.steps;
-        if (stream) compare(*stream, feeds, ort, emulated, samples);
-        return;
-      } catch (const std::exception& e) {
-        const bool first = as_ort.steps == 0;
-        const std::string model = label == "QDQ" ? "qdq" : "qoperator";
-        notes_.push_back(model + " model vs emulation: ORT's optimized graph of the " + label +
-                         " model failed in the emulation (" + oneLineOf(e.what()) + "); " +
-                         (first && emulator_ ? "compared with the QOperator model's emulation"
-                                             : "the comparison stops after " +
-                                                   std::to_string(as_ort.steps) + " steps"));
-        as_ort.executor.reset();
-        as_ort.state = first && emulator_ ? State::kStandIn : State::kStopped;
-        as_ort.unused = first && !emulator_;
-      }
+    if (as_ort.state != State::kOptimizedGraph) return std::nullopt;
+    try {
+      TensorMap emulated = algos::runInBatches(*as_ort.executor, feeds, outputs_, fixed_);
+      ++as_ort.steps;
+      return emulated;
+    } catch (const std::exception& e) {
+      const bool first = as_ort.steps == 0;
+      const std::string model = label == "QDQ" ? "qdq" : "qoperator";
+      notes_.push_back(model + " model vs emulation: ORT's optimized graph of the " + label +
+                       " model failed in the emulation (" + oneLineOf(e.what()) + "); " +
+                       (first && emulator_ ? "compared with the QOperator model's emulation"
+                                           : "the comparison stops after " +
+                                                 std::to_string(as_ort.steps) + " steps"));
+      as_ort.executor.reset();
+      as_ort.state = first && emulator_ ? State::kStandIn : State::kStopped;
+      as_ort.unused = first && !emulator_;
+      return std::nullopt;
     }
-    if (as_ort.state == State::kStandIn && stream && emulator_)
-      compare(*stream, feeds, ort, emu, samples);
   }
 
   static std::string oneLineOf(std::string text) {
