@@ -59,7 +59,7 @@ std::string number(double v) {
 }
 
 // "  output 'y' (classifier)  top-1 agree 64/64 (100.00%)  sqnr 41.2 dB  cos 0.99990  max 1
-// steps  p99 0  exact 99.90%"
+// steps  p99 0  exact 99.90%  within 1 step 100.00%"
 std::string outputLine(const verify::OutputComparison& o) {
   std::string line = "           output '" + o.output + "'";
   if (o.classifier) {
@@ -68,7 +68,8 @@ std::string outputLine(const verify::OutputComparison& o) {
   }
   line += "  sqnr " + (std::isfinite(o.sqnr_db) ? number(o.sqnr_db) + " dB" : "inf") + "  cos " +
           number(o.cosine) + "  max " + number(o.max_steps) + " steps  p99 " + number(o.p99_steps) +
-          "  exact " + percent(o.exact_fraction);
+          "  exact " + percent(o.exact_fraction) + "  within 1 step " +
+          percent(o.within_one_step_fraction);
   if (o.iou) line += "  iou " + number(*o.iou);
   if (o.shape_mismatches > 0) {
     line +=

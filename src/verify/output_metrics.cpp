@@ -99,6 +99,7 @@ OutputComparison OutputAccumulator::finish(double step, const std::string& step_
   c.max_steps = differences_.max() / step;
   c.p99_steps = differences_.quantile(0.99) / step;
   c.exact_fraction = differences_.shareBelow(1e-3 * step);
+  c.within_one_step_fraction = differences_.shareBelow(1.05 * step);
   if (iou_threshold_) c.iou = union_ > 0 ? intersection_ / union_ : 1.0;
   c.max_abs_reference = max_abs_reference_;
   c.shape_mismatches = shape_mismatches_;

@@ -1,6 +1,7 @@
 // How far one run's output is from a reference run's, accumulated batch by batch in constant
 // memory: sums for SQNR and cosine similarity, a histogram of absolute differences for the
-// largest and 99th-percentile difference and the share of exact elements (read in units of the
+// largest and 99th-percentile difference and the shares of exact elements and of elements within
+// one level (read in units of the
 // output's quantization step at the end, when the step is known), top-1 agreement for
 // classifier outputs, and the IoU of maps thresholded at a given level.
 #pragma once
@@ -56,6 +57,9 @@ struct OutputComparison {
   double max_steps = 0;  // largest |got - ref| / step
   double p99_steps = 0;
   double exact_fraction = 0;  // |got - ref| < 1e-3 step
+  // |got - ref| at most one level: below 1.05 steps, so that float noise on a one-level
+  // difference still counts and two levels never do.
+  double within_one_step_fraction = 0;
   std::optional<double> iou;  // of got > t and ref > t, when a threshold t was given
   double max_abs_reference = 0;
   // Batches whose shapes differed (a data-dependent output: detections kept after a score

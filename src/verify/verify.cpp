@@ -419,6 +419,7 @@ class Verifier {
       if (s.get() == qdq_emu_ && qdq_as_ort_.unused) continue;
       Comparison c = s->meta;
       c.exact_fraction = 1;
+      c.within_one_step_fraction = 1;
       bool agreement_set = false;
       for (size_t i = 0; i < outputs_.size(); ++i) {
         const auto [step, source] = outputStep(i);
@@ -432,6 +433,8 @@ class Verifier {
         c.max_steps = std::max(c.max_steps, o.max_steps);
         c.p99_steps = std::max(c.p99_steps, o.p99_steps);
         c.exact_fraction = std::min(c.exact_fraction, o.exact_fraction);
+        c.within_one_step_fraction =
+            std::min(c.within_one_step_fraction, o.within_one_step_fraction);
       }
       if (s->worst && !s->worst->empty()) {
         // The trace only locates differences; ONNX Runtime failing on the traced copy (extra
@@ -717,11 +720,17 @@ nlohmann::json number(double v) {
 }
 
 nlohmann::json outputJson(const OutputComparison& o) {
-  nlohmann::json j = {{"output", o.output},           {"classifier", o.classifier},
-                      {"samples", o.samples},         {"sqnr_db", number(o.sqnr_db)},
-                      {"cosine", o.cosine},           {"step", o.step},
-                      {"step_source", o.step_source}, {"max_steps", o.max_steps},
-                      {"p99_steps", o.p99_steps},     {"exact_fraction", o.exact_fraction}};
+  nlohmann::json j = {{"output", o.output},
+                      {"classifier", o.classifier},
+                      {"samples", o.samples},
+                      {"sqnr_db", number(o.sqnr_db)},
+                      {"cosine", o.cosine},
+                      {"step", o.step},
+                      {"step_source", o.step_source},
+                      {"max_steps", o.max_steps},
+                      {"p99_steps", o.p99_steps},
+                      {"exact_fraction", o.exact_fraction},
+                      {"within_one_step_fraction", o.within_one_step_fraction}};
   if (o.classifier) {
     j["top1_agree"] = o.top1_agree;
     j["top1_agreement"] = static_cast<double>(o.top1_agree) / o.samples;
@@ -785,6 +794,7 @@ nlohmann::json toJson(const VerifyReport& r) {
                          {"max_steps", c.max_steps},
                          {"p99_steps", c.p99_steps},
                          {"exact_fraction", c.exact_fraction},
+                         {"within_one_step_fraction", c.within_one_step_fraction},
                          {"judged", c.judged},
                          {"outputs", nlohmann::json::array()}};
     for (const OutputComparison& o : c.outputs)

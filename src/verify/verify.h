@@ -61,11 +61,12 @@ struct Comparison {
   int64_t samples = 0;
   std::vector<OutputComparison> outputs;  // one per model output
   // Over the outputs: top-1 agreement of the first classifier output (0 without one), the
-  // largest max and p99 differences, the smallest exact share.
+  // largest max and p99 differences, the smallest exact share and share within one level.
   int64_t top1_agree = 0;
   double max_steps = 0;
   double p99_steps = 0;
   double exact_fraction = 0;
+  double within_one_step_fraction = 0;
   std::optional<Divergence> divergence;
   // The first traced tensor differing at all, and the one with the largest share of elements
   // more than one level apart.

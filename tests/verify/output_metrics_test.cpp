@@ -1,6 +1,7 @@
 // Per-output comparison figures against closed forms: the SQNR and cosine of a known noise,
-// nearest-rank percentiles of known differences, exact shares, IoU of known masks, top-1 only
-// for class scores, and the same figures however the run is cut into batches.
+// nearest-rank percentiles of known differences, exact shares and shares within one level, IoU of
+// known masks, top-1 only for class scores, and the same figures however the run is cut into
+// batches.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
@@ -64,6 +65,20 @@ TEST(OutputMetricsTest, PercentilesAndExactSharesOfKnownDifferences) {
   EXPECT_DOUBLE_EQ(h.quantile(0.5), 0.0);
   EXPECT_DOUBLE_EQ(h.quantile(1.0), 1e30);
   EXPECT_DOUBLE_EQ(h.shareBelow(1e-40), 0.5);
+}
+
+// The share within one level counts one-level differences with float noise on them and never two
+// levels: of |d| = 0, 1, 1 + 1e-5, 1 - 1e-5, 1.02, 2, 2 - 1e-5 and 3 steps of 0.05, five.
+TEST(OutputMetricsTest, TheShareWithinOneStepCountsOneLevelWithFloatNoiseAndNotTwo) {
+  const double step = 0.05;
+  const at::Tensor steps =
+      at::tensor({0.0, 1.0, 1.0 + 1e-5, 1.0 - 1e-5, 1.02, 2.0, 2.0 - 1e-5, 3.0}, at::kDouble);
+  OutputAccumulator a("y");
+  a.add((steps * step).reshape({8, 1}), at::zeros({8, 1}, at::kDouble));
+  const OutputComparison c = a.finish(step, "");
+  EXPECT_DOUBLE_EQ(c.within_one_step_fraction, 5.0 / 8);
+  EXPECT_DOUBLE_EQ(c.exact_fraction, 1.0 / 8);
+  EXPECT_NEAR(c.max_steps, 3.0, 1e-9);
 }
 
 TEST(OutputMetricsTest, TopOneOnlyForClassScoresAndIouOfThresholdedMaps) {
