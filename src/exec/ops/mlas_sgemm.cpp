@@ -156,7 +156,7 @@ constexpr int64_t kPackedStrideK = 256;  // MLAS_SGEMM_PACKED_STRIDEK
 
 }  // namespace
 
-void sliceWidths(int64_t n, int64_t k, int64_t* stride_n, int64_t* stride_k) {
+void sliceWidths(int64_t n, int64_t k, int64_t* stride_n, int64_t* stride_k, bool widen_k) {
   *stride_n = kStrideN;
   *stride_k = kStrideK;
   if (n >= k) {
@@ -164,7 +164,7 @@ void sliceWidths(int64_t n, int64_t k, int64_t* stride_n, int64_t* stride_k) {
       *stride_n *= 2;
       *stride_k /= 2;
     }
-  } else {
+  } else if (widen_k) {
     while (*stride_n > 16 && *stride_n / 2 >= n) {
       *stride_k *= 2;
       *stride_n /= 2;
@@ -193,26 +193,12 @@ void sgemmOperation(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda
   slicedProduct(m, n, k, a, lda, b, ldb, trans_b, c, ldc, accumulate, stride_n, stride_k);
 }
 
-void sgemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
-           int64_t ldb, bool trans_b, float* c, int64_t ldc, bool accumulate, int threads,
-           bool packed_b) {
-  // One thread's rows m0 .. m0 + rows and columns of B and C from b_part and c_part.
-  const auto part = [&](int64_t m0, int64_t rows, int64_t cols, const float* b_part,
-                        float* c_part) {
-    // MlasSgemmPackedOperation has no kernels for one row or column: B lies packed.
-    if (packed_b) {
-      slicedProduct(rows, cols, k, a + m0 * lda, lda, b_part, ldb, trans_b, c_part + m0 * ldc, ldc,
-                    accumulate, kPackedStrideN, kPackedStrideK);
-    } else {
-      sgemmOperation(rows, cols, k, a + m0 * lda, lda, b_part, ldb, trans_b, c_part + m0 * ldc, ldc,
-                     accumulate);
-    }
-  };
-  const auto one = [&](int64_t cols, const float* b_part, float* c_part) {
-    part(0, m, cols, b_part, c_part);
-  };
-  const auto oneRows = [&](int64_t m0, int64_t rows) { part(m0, rows, n, b, c); };
-  // MlasGemmBatch with one product: how many threads its size earns, then the split.
+namespace {
+
+// MlasGemmBatch's split of one product over `threads`: how many threads its size earns, then
+// columns in blocks of 16 when N > M, else rows; `part(m0, rows, n0, cols)` is one thread's work.
+template <typename Part>
+void splitOverThreads(int64_t m, int64_t n, int64_t k, int threads, const Part& part) {
   const double complexity =
       static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
   int64_t target = complexity < static_cast<double>(kSgemmThreadComplexity) * threads
@@ -227,19 +213,64 @@ void sgemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const f
       partitionWork(t, count, blocked_n, &start, &size);
       start *= kStrideNThreadAlign;
       size = std::min(n - start, size * kStrideNThreadAlign);
-      if (size <= 0) continue;
-      one(size, trans_b ? b + start * ldb : b + start, c + start);
+      if (size > 0) part(0, m, start, size);
     }
     return;
   }
-  // Split along M. Each thread's rows see the whole of N, so only the kernel for one column of B
-  // sees where a thread's rows start (its blocks of 4 rows count from there).
+  // Each thread's rows see the whole of N, so only the kernels for one row or column of the
+  // product see where a thread's rows start (blocks of 4 rows count from there).
   const int64_t count = std::min(target, m);
   for (int64_t t = 0; t < count; ++t) {
     int64_t start = 0, size = 0;
     partitionWork(t, count, m, &start, &size);
-    if (size > 0) oneRows(start, size);
+    if (size > 0) part(start, size, 0, n);
   }
+}
+
+// MlasSgemmOperation with A transposed (stored K x M): MLAS packs A's columns as rows and runs
+// the same kernels, but never widens the K slices for a small N; one column of B and C takes the
+// single-row kernel with A's storage as its B.
+void operationTransposedA(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
+                          const float* b, int64_t ldb, float* c, int64_t ldc, bool accumulate) {
+  if (n == 1 && ldb == 1 && ldc == 1) {
+    kernelM1(m, k, b, a, lda, c, accumulate);
+    return;
+  }
+  std::vector<float> rows(static_cast<size_t>(m * k));
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t kk = 0; kk < k; ++kk)
+      rows[i * k + kk] = a[kk * lda + i];
+  }
+  int64_t stride_n = 0, stride_k = 0;
+  sliceWidths(n, k, &stride_n, &stride_k, /*widen_k=*/false);
+  slicedProduct(m, n, k, rows.data(), k, b, ldb, false, c, ldc, accumulate, stride_n, stride_k);
+}
+
+}  // namespace
+
+void sgemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
+           int64_t ldb, bool trans_b, float* c, int64_t ldc, bool accumulate, int threads,
+           bool packed_b) {
+  splitOverThreads(m, n, k, threads, [&](int64_t m0, int64_t rows, int64_t n0, int64_t cols) {
+    const float* a_part = a + m0 * lda;
+    const float* b_part = trans_b ? b + n0 * ldb : b + n0;
+    float* c_part = c + m0 * ldc + n0;
+    // MlasSgemmPackedOperation has no kernels for one row or column: B lies packed.
+    if (packed_b) {
+      slicedProduct(rows, cols, k, a_part, lda, b_part, ldb, trans_b, c_part, ldc, accumulate,
+                    kPackedStrideN, kPackedStrideK);
+    } else {
+      sgemmOperation(rows, cols, k, a_part, lda, b_part, ldb, trans_b, c_part, ldc, accumulate);
+    }
+  });
+}
+
+void sgemmTransposedA(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
+                      int64_t ldb, float* c, int64_t ldc, bool accumulate, int threads) {
+  splitOverThreads(m, n, k, threads, [&](int64_t m0, int64_t rows, int64_t n0, int64_t cols) {
+    operationTransposedA(rows, cols, k, a + m0, lda, b + n0, ldb, c + m0 * ldc + n0, ldc,
+                         accumulate);
+  });
 }
 
 }  // namespace qforge::mlas

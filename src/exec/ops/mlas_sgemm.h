@@ -30,9 +30,16 @@ void sgemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const f
            int64_t ldb, bool trans_b, float* c, int64_t ldc, bool accumulate, int threads,
            bool packed_b = false);
 
+// MLAS's GEMM with A transposed (CblasTrans): A is stored K x M with row stride lda. MLAS
+// computes it as the product of A's columns, except that it never widens K for a small N, and
+// one column of B and C (N = 1) takes the single-row kernel. ConvTranspose's GEMM.
+void sgemmTransposedA(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
+                      int64_t ldb, float* c, int64_t ldc, bool accumulate, int threads);
+
 // MlasSgemmOperation's slice widths for an N x K product (128 x 128, N widened when K is small,
-// else K widened when N is small); MlasConvOperation cuts its own slices by the same rule.
-void sliceWidths(int64_t n, int64_t k, int64_t* stride_n, int64_t* stride_k);
+// else K widened when N is small, unless `widen_k` is false: A transposed); MlasConvOperation
+// cuts its own slices by the same rule.
+void sliceWidths(int64_t n, int64_t k, int64_t* stride_n, int64_t* stride_k, bool widen_k = true);
 
 // MLAS's range of `total` work items for thread `index` of `count` (MlasPartitionWork): the
 // first total % count threads take one item more.

@@ -1,9 +1,9 @@
-// ONNX Runtime's float Conv, FusedConv, Gemm and GlobalAveragePool as its CPU provider computes
-// them on x86-64, for the emulation: MLAS's SGEMM-based kernels (exec/ops/mlas_conv.h,
-// exec/ops/mlas_sgemm.h) and MLAS's pooling sums. A quantizer after one of these reads values
-// whose last bits ATen and oneDNN round otherwise (they split K and order sums their own way), and
-// at a rounding boundary that is a level. Shapes the restatements do not cover run the built-in
-// kernels.
+// ONNX Runtime's float Conv, FusedConv, ConvTranspose, Gemm and GlobalAveragePool as its CPU
+// provider computes them on x86-64, for the emulation: MLAS's SGEMM-based kernels
+// (exec/ops/mlas_conv.h, exec/ops/mlas_sgemm.h) and MLAS's pooling sums. A quantizer after one of
+// these reads values whose last bits ATen and oneDNN round otherwise (they split K and order sums
+// their own way), and at a rounding boundary that is a level. Shapes the restatements do not cover
+// run the built-in kernels.
 //
 // GlobalAveragePool: MLAS sums each plane in 4 float lanes, folds them (lanes 0 + 2 and 1 + 3,
 // then those two), adds what is left one by one and divides by the plane's size; measured equal
@@ -175,6 +175,92 @@ std::vector<at::Tensor> gemmAsOrt(const OpContext& ctx) {
   return {y};
 }
 
+// ConvTranspose as ORT's CPU kernel computes a 2-D float one: per batch and group, MLAS's GEMM
+// of the weight's transpose with X into columns (the weight ORT transposed at load when it is a
+// constant, else CblasTrans on it as it lies: their K slices differ), then Col2im adds the columns
+// into the zeroed output in channel, kernel-row, kernel-column order, then the bias. Undefined for
+// what this does not cover (output_shape, SAME padding, other ranks): the built-in runs those.
+at::Tensor mlasConvTransposeOf(const OpContext& ctx) {
+  const at::Tensor& x = ctx.input(0);
+  const at::Tensor& w = ctx.input(1);
+  if (!ops::mlasKernelsApply(x) || !ops::mlasKernelsApply(w) || x.dim() != 4 || w.dim() != 4)
+    return {};
+  const std::string auto_pad = ctx.attrString("auto_pad", "NOTSET");
+  if ((auto_pad != "NOTSET" && auto_pad != "VALID") || !ctx.attrInts("output_shape", {}).empty())
+    return {};
+  const int64_t groups = ctx.attrInt("group", 1);
+  const int64_t in_channels = x.size(1);
+  if (groups < 1 || in_channels % groups != 0 || w.size(0) != in_channels) return {};
+  const std::vector<int64_t> strides = ctx.attrInts("strides", {1, 1});
+  const std::vector<int64_t> dilations = ctx.attrInts("dilations", {1, 1});
+  const std::vector<int64_t> output_padding = ctx.attrInts("output_padding", {0, 0});
+  std::vector<int64_t> pads = ctx.attrInts("pads", {0, 0, 0, 0});
+  if (auto_pad == "VALID") pads = {0, 0, 0, 0};
+  if (strides.size() != 2 || dilations.size() != 2 || output_padding.size() != 2 ||
+      pads.size() != 4)
+    return {};
+  const int64_t filters = w.size(1), kh = w.size(2), kw = w.size(3);
+  const int64_t h = x.size(2), wd = x.size(3);
+  const int64_t oh =
+      strides[0] * (h - 1) + output_padding[0] + (kh - 1) * dilations[0] + 1 - pads[0] - pads[2];
+  const int64_t ow =
+      strides[1] * (wd - 1) + output_padding[1] + (kw - 1) * dilations[1] + 1 - pads[1] - pads[3];
+  if (oh < 1 || ow < 1) return {};
+  at::Tensor bias;
+  if (ctx.hasInput(2)) {
+    bias = ctx.input(2).contiguous();
+    if (bias.scalar_type() != at::kFloat || bias.numel() != filters * groups) return {};
+  }
+  const int64_t k = in_channels / groups;  // the GEMM's K: input channels per group
+  const int64_t m = filters * kh * kw;     // its M: one column row per output channel and tap
+  const int64_t n = h * wd;                // its N: input positions
+  const Value* w_value = ctx.node().input(1);
+  const bool transposed_at_load =
+      w_value != nullptr && w_value->initializer().defined() && m != 1 && k != 1;
+  const at::Tensor xc = x.contiguous(), wc = w.contiguous();
+  at::Tensor y = at::zeros({x.size(0), filters * groups, oh, ow}, x.options());
+  std::vector<float> columns(static_cast<size_t>(m * n)), transposed;
+  const int threads = ortIntraOpThreads();
+  for (int64_t b = 0; b < x.size(0); ++b) {
+    for (int64_t g = 0; g < groups; ++g) {
+      const float* filter = wc.data_ptr<float>() + g * k * m;  // [k, m]
+      const float* xg = xc.data_ptr<float>() + (b * in_channels + g * k) * n;
+      if (transposed_at_load) {
+        transposed.resize(static_cast<size_t>(m * k));
+        for (int64_t i = 0; i < m; ++i) {
+          for (int64_t kk = 0; kk < k; ++kk)
+            transposed[i * k + kk] = filter[kk * m + i];
+        }
+        mlas::sgemm(m, n, k, transposed.data(), k, xg, n, false, columns.data(), n, false, threads);
+      } else {
+        mlas::sgemmTransposedA(m, n, k, filter, m, xg, n, columns.data(), n, false, threads);
+      }
+      float* yg = y.data_ptr<float>() + (b * groups + g) * filters * oh * ow;
+      for (int64_t c = 0; c < m; ++c) {
+        const int64_t channel = c / (kh * kw), dy = (c / kw) % kh, dx = c % kw;
+        for (int64_t iy = 0; iy < h; ++iy) {
+          const int64_t y_pos = iy * strides[0] - pads[0] + dy * dilations[0];
+          if (y_pos < 0 || y_pos >= oh) continue;
+          for (int64_t ix = 0; ix < wd; ++ix) {
+            const int64_t x_pos = ix * strides[1] - pads[1] + dx * dilations[1];
+            if (x_pos < 0 || x_pos >= ow) continue;
+            float& out = yg[(channel * oh + y_pos) * ow + x_pos];
+            out = out + columns[c * n + iy * wd + ix];
+          }
+        }
+      }
+    }
+  }
+  if (bias.defined()) y = y + bias.view({1, -1, 1, 1});
+  return y;
+}
+
+std::vector<at::Tensor> convTransposeAsOrt(const OpContext& ctx) {
+  at::Tensor y = mlasConvTransposeOf(ctx);
+  if (y.defined()) return {y};
+  return builtinRun(ctx, "ConvTranspose");
+}
+
 constexpr int64_t kPoolLanes = 4;
 
 std::vector<at::Tensor> globalAveragePoolAsOrt(const OpContext& ctx) {
@@ -218,6 +304,7 @@ int ortIntraOpThreads() {
 void registerOrtMlasFloatOps(OpRegistry& registry) {
   registry.replaceLowering("", "Conv", convAsOrt);
   registry.replaceLowering("", "Gemm", gemmAsOrt);
+  registry.replaceLowering("", "ConvTranspose", convTransposeAsOrt);
   registry.replaceLowering("", "GlobalAveragePool", globalAveragePoolAsOrt);
   registry.add(ort_integer::microsoft(ops::op("FusedConv", 1, ops::kLatestOpset, fusedConv)));
 }

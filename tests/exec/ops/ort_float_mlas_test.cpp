@@ -305,6 +305,48 @@ TEST(OrtFloatMlas, GemmOfOneRowMatchesOnnxRuntime) {
   expectBitForBit(runGemm(false, x, w, c), "one row", false);
 }
 
+// ConvTranspose with W an input (MLAS's GEMM with A transposed: K never widened) or a constant
+// (ORT transposes it at load and multiplies it as it lies), the columns added into the output
+// tap by tap (Col2im), then the bias.
+Compared runConvTranspose(const at::Tensor& x, const at::Tensor& w, bool w_constant, int64_t groups,
+                          std::vector<int64_t> pads, int64_t stride, int64_t dilation,
+                          int64_t output_padding, const std::string& tag) {
+  OnnxBuilder b;
+  b.input("x", kFloat, {-1, x.size(1), x.size(2), x.size(3)}).output("y", kFloat, {});
+  TensorMap feeds = {{"x", x}};
+  if (w_constant) {
+    b.initializer("w", w);
+  } else {
+    b.input("w", kFloat, {w.size(0), w.size(1), w.size(2), w.size(3)});
+    feeds["w"] = w;
+  }
+  b.initializer("b", at::randn({w.size(1) * groups}));
+  onnx::NodeProto& node = b.node("ConvTranspose", {"x", "w", "b"}, {"y"});
+  addIntsAttribute(node, "pads", pads);
+  addIntsAttribute(node, "strides", {stride, stride});
+  addIntsAttribute(node, "dilations", {dilation, dilation});
+  addIntsAttribute(node, "output_padding", {output_padding, output_padding});
+  addIntAttribute(node, "group", groups);
+  return runAll(b, tag, feeds);
+}
+
+TEST(OrtFloatMlas, ConvTransposeMatchesOnnxRuntimeWithItsWeightAnInputOrAConstant) {
+  at::manual_seed(35);
+  // A U-Net's upsampling: 2 x 2 taps, stride 2; K = 300 input channels cut into slices.
+  const at::Tensor x = mixed({2, 300, 6, 6}, 2), w = mixed({300, 16, 2, 2}, 2);
+  expectBitForBit(runConvTranspose(x, w, false, 1, {0, 0, 0, 0}, 2, 1, 0, "ort-convt-input"),
+                  "weight an input");
+  expectBitForBit(runConvTranspose(x, w, true, 1, {0, 0, 0, 0}, 2, 1, 0, "ort-convt-constant"),
+                  "weight a constant");
+  // Overlapping taps, cropped and padded output, groups and dilation.
+  const at::Tensor x2 = mixed({2, 8, 7, 7}, 2), w2 = mixed({8, 3, 3, 3}, 2);
+  expectBitForBit(runConvTranspose(x2, w2, false, 2, {1, 0, 1, 2}, 2, 2, 1, "ort-convt-overlap"),
+                  "overlapping taps, groups 2, dilation 2", false);
+  expectBitForBit(
+      runConvTranspose(x2, w2, true, 2, {1, 0, 1, 2}, 2, 2, 1, "ort-convt-overlap-constant"),
+      "overlapping taps, constant weight", false);
+}
+
 // com.microsoft BiasGelu, which ORT's graphs hold where a bias Add feeds a written-out GELU.
 TEST(OrtFloatMlas, BiasGeluMatchesOnnxRuntimeBitForBit) {
   at::manual_seed(28);
