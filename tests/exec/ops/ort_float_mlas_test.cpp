@@ -52,19 +52,34 @@ Compared runAll(OnnxBuilder& b, const std::string& tag, const TensorMap& feeds, 
   return out;
 }
 
-// Conv with X, W and B as inputs: a weight ORT cannot see at load time stays in MLAS's NCHW
-// convolution (a constant one could move to its NCHWc kernels), as behind a DequantizeLinear.
-Compared runConv(const at::Tensor& x, const at::Tensor& w, int64_t pad, const std::string& tag,
-                 int threads = 2) {
+// A grouped Conv with X, W and B as inputs.
+Compared runGroupedConv(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias,
+                        int64_t groups, std::vector<int64_t> pads, int64_t stride,
+                        const std::string& tag, int threads = 2) {
   OnnxBuilder b;
   b.input("x", kFloat, {-1, x.size(1), x.size(2), x.size(3)})
       .input("w", kFloat, {w.size(0), w.size(1), w.size(2), w.size(3)})
       .input("b", kFloat, {w.size(0)})
       .output("y", kFloat, {});
   onnx::NodeProto& conv = b.node("Conv", {"x", "w", "b"}, {"y"});
-  addIntsAttribute(conv, "pads", {pad, pad, pad, pad});
-  const at::Tensor bias = at::randn({w.size(0)});
+  addIntsAttribute(conv, "pads", pads);
+  addIntsAttribute(conv, "strides", {stride, stride});
+  addIntAttribute(conv, "group", groups);
   return runAll(b, tag, {{"x", x}, {"w", w}, {"b", bias}}, threads);
+}
+
+Compared runGroupedConv(const at::Tensor& x, const at::Tensor& w, int64_t groups,
+                        std::vector<int64_t> pads, int64_t stride, const std::string& tag,
+                        int threads = 2) {
+  return runGroupedConv(x, w, at::randn({w.size(0)}), groups, std::move(pads), stride, tag,
+                        threads);
+}
+
+// Conv with X, W and B as inputs: a weight ORT cannot see at load time stays in MLAS's NCHW
+// convolution (a constant one could move to its NCHWc kernels), as behind a DequantizeLinear.
+Compared runConv(const at::Tensor& x, const at::Tensor& w, int64_t pad, const std::string& tag,
+                 int threads = 2) {
+  return runGroupedConv(x, w, 1, {pad, pad, pad, pad}, 1, tag, threads);
 }
 
 void expectBitForBit(const Compared& r, const std::string& what, bool builtin_differs = true) {
@@ -194,29 +209,6 @@ TEST(OrtFloatMlas, ThreeDimensionalConvolutionsAreLeftToTheBuiltInKernel) {
   std::vector<float> x(4 * 125, 1.0f), w(2 * 4 * 27, 1.0f), y(2 * 27, -1.0f);
   EXPECT_FALSE(mlas::conv(s, x.data(), w.data(), nullptr, y.data(), false, {}, 1));
   EXPECT_EQ(y[0], -1.0f);  // untouched
-}
-
-// A grouped Conv with W and B as inputs (as behind a DequantizeLinear).
-Compared runGroupedConv(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias,
-                        int64_t groups, std::vector<int64_t> pads, int64_t stride,
-                        const std::string& tag, int threads = 2) {
-  OnnxBuilder b;
-  b.input("x", kFloat, {-1, x.size(1), x.size(2), x.size(3)})
-      .input("w", kFloat, {w.size(0), w.size(1), w.size(2), w.size(3)})
-      .input("b", kFloat, {w.size(0)})
-      .output("y", kFloat, {});
-  onnx::NodeProto& conv = b.node("Conv", {"x", "w", "b"}, {"y"});
-  addIntsAttribute(conv, "pads", pads);
-  addIntsAttribute(conv, "strides", {stride, stride});
-  addIntAttribute(conv, "group", groups);
-  return runAll(b, tag, {{"x", x}, {"w", w}, {"b", bias}}, threads);
-}
-
-Compared runGroupedConv(const at::Tensor& x, const at::Tensor& w, int64_t groups,
-                        std::vector<int64_t> pads, int64_t stride, const std::string& tag,
-                        int threads = 2) {
-  return runGroupedConv(x, w, at::randn({w.size(0)}), groups, std::move(pads), stride, tag,
-                        threads);
 }
 
 // One filter per group is a product with one row (M = 1): MLAS's AVX kernel for it adds four
