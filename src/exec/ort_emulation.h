@@ -5,7 +5,8 @@
 // QGemm, QLinearLeakyRelu, QLinearSigmoid, QLinearSoftmax, MatMulIntegerToFloat) with
 // SimplifiedLayerNormalization, which ORT's fusions make (verify/ort_fused_groups), and the float
 // kernels ORT runs between a QDQ model's quantizers where it fused no integer kernel: Conv,
-// FusedConv, Gemm and GlobalAveragePool as MLAS computes them, BiasGelu, QuickGelu. The built-in
+// FusedConv, ConvTranspose, Gemm and GlobalAveragePool as MLAS computes them, BiasGelu, QuickGelu,
+// and the pooling ORT moves into channel-blocked (NCHWc) tensors. The built-in
 // table keeps ONNX's reference semantics. Use it as `Executor(graph, options,
 // ortEmulationRegistry())`.
 #pragma once
@@ -33,6 +34,10 @@ void registerOrtFloatOps(OpRegistry& registry);
 // FusedConv (exec/ops/ort_float_mlas.cpp): what ORT runs between the DequantizeLinear and
 // QuantizeLinear of a QDQ model it did not fuse into integer kernels.
 void registerOrtMlasFloatOps(OpRegistry& registry);
+
+// Adds com.microsoft.nchwc's ReorderInput, ReorderOutput and pools, as values on NCHW tensors
+// (exec/ops/ort_nchwc.cpp): what ORT's NCHWc layout transformer makes of pooling.
+void registerOrtNchwcOps(OpRegistry& registry);
 
 // ORT's intra-op thread count, which decides how MLAS splits a batch of one (and a few GEMMs)
 // over threads and so where it cuts K. Verify sets it to the count it runs ORT with; unset (0),

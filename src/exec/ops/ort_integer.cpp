@@ -438,6 +438,7 @@ const OpRegistry& ortEmulationRegistry() {
     registerOrtIntegerOps(r);
     registerOrtFloatOps(r);
     registerOrtMlasFloatOps(r);
+    registerOrtNchwcOps(r);
     return r;
   }();
   return registry;
