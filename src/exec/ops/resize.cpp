@@ -5,6 +5,7 @@
 // Coordinates are computed on the host in double precision, the data path stays in ATen
 // (autograd-friendly).
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <optional>
 
@@ -155,6 +156,25 @@ bool isPowerOfTwo(double v) {
 std::optional<at::Tensor> resize2d(const at::Tensor& input, const ResizePlan& plan) {
   if (input.dim() != 4 || !at::isFloatingType(input.scalar_type()) || input.numel() == 0) {
     return std::nullopt;
+  }
+  // A channels-last image (N, H, W, C) resized over H and W, as ORT's layout transformer hands
+  // Resize next to its channels-last integer convolutions: ORT's NHWC bilinear kernel weighs and
+  // adds the four taps as its NCHW one does, so it is that kernel on a permuted view.
+  const auto kept = [&](int64_t axis) {
+    return plan.output_sizes[axis] == input.size(axis) && plan.scales[axis] == 1.0;
+  };
+  if (plan.mode == "linear" && input.scalar_type() == at::kFloat && kept(0) && kept(3) &&
+      !kept(1)) {
+    ResizePlan nchw = plan;
+    for (int64_t axis = 0; axis < 4; ++axis) {
+      const int64_t from = std::array<int64_t, 4>{0, 3, 1, 2}[axis];
+      nchw.scales[axis] = plan.scales[from];
+      nchw.resized_length[axis] = plan.resized_length[from];
+      nchw.output_sizes[axis] = plan.output_sizes[from];
+    }
+    const std::optional<at::Tensor> y = resize2d(input.permute({0, 3, 1, 2}), nchw);
+    if (!y) return std::nullopt;
+    return y->permute({0, 2, 3, 1}).contiguous();
   }
   for (int64_t axis = 0; axis < 2; ++axis) {
     if (plan.output_sizes[axis] != input.size(axis) || plan.scales[axis] != 1.0)

@@ -91,6 +91,32 @@ TEST(OrtBilinear, EqualsOnnxRuntimeBitForBitInEveryCoordinateMode) {
   EXPECT_GT(aten_differs, 0);
 }
 
+// A channels-last image [1, h, w, 3] resized over its middle axes, as ORT's layout transformer
+// hands Resize NHWC tensors beside its channels-last convolutions: ORT's NHWC kernel, same bits.
+TEST(OrtBilinear, AChannelsLastImageResizedOverItsMiddleAxesEqualsOnnxRuntime) {
+  const at::Tensor x = plateaus(20, 24).permute({0, 2, 3, 1}).contiguous();
+  verify::OrtRunnerOptions options;
+  options.ort_dir = testOrtDir();
+  int general_differs = 0;
+  for (const Case& c : std::vector<Case>{{"half_pixel", {1, 40, 48, 3}, {}},
+                                         {"half_pixel", {1, 57, 31, 3}, {}},
+                                         {"asymmetric", {}, {1, 2, 3, 1}}}) {
+    const std::string model = resizeModel(c.mode, x, c.sizes, c.scales);
+    const at::Tensor ort = verify::OrtRunner(options).run(model, {{"x", x}}).at("y");
+    Graph g = importOnnxFile(model);
+    const at::Tensor ours = Executor(g).run({{"x", x}}).at("y");
+    ASSERT_EQ(ours.sizes(), ort.sizes()) << c.mode;
+    EXPECT_TRUE(at::equal(ours, ort)) << c.mode << " " << (ours - ort).abs().max().item<float>();
+    // The separable blend the general path uses, on the NCHW view, for comparison.
+    const at::Tensor aten =
+        at::upsample_bilinear2d(x.permute({0, 3, 1, 2}), {ort.size(1), ort.size(2)}, false,
+                                c10::nullopt, c10::nullopt)
+            .permute({0, 2, 3, 1});
+    general_differs += c.mode == "half_pixel" && !at::equal(aten, ort);
+  }
+  EXPECT_GT(general_differs, 0);
+}
+
 TEST(OrtBilinear, TheAutogradPathGivesTheSameBitsAndItsGradient) {
   const at::Tensor x = plateaus(8, 10);
   const at::Tensor plain = ops::ortBilinear(x, 19, 23, 19.0f / 8, 23.0f / 10, "half_pixel");
