@@ -68,6 +68,8 @@ class Verifier {
         options_(options),
         fixed_(algos::fixedBatch(model.graph())),
         ort_(ortOptions(options, fixed_)) {
+    // The emulation splits work over as many threads as ORT runs with (exec/ops/mlas_conv.h).
+    setOrtIntraOpThreads(ort_.options().threads);
     manifest_ = deploy::readDeployManifest(dir);
     encodings_ = encodings(manifest_);
     for (const Value* v : model.graph().outputs())
@@ -171,7 +173,6 @@ class Verifier {
     // ORT runs with as many threads as the emulation assumes: how MLAS splits a batch of one
     // over them decides where it cuts K (exec/ops/mlas_conv.h).
     if (ort.threads == 0) ort.threads = ortIntraOpThreads();
-    setOrtIntraOpThreads(ort.threads);
     return ort;
   }
 
