@@ -159,6 +159,10 @@ class Verifier {
   // it on the emulation's kernels, or the QOperator model's emulation standing in.
   struct AsOrtRuns {
     enum class State { kStandIn, kOptimizedGraph, kStopped };
+    AsOrtRuns(std::string model_name, std::string model_label)
+        : model(std::move(model_name)), label(std::move(model_label)) {}
+    std::string model;  // as comparisons name it: "qdq", "qoperator"
+    std::string label;  // as notes name it: "QDQ", "QOperator"
     std::unique_ptr<Graph> graph;
     std::unique_ptr<Executor> executor;
     State state = State::kStandIn;
@@ -211,7 +215,7 @@ class Verifier {
       // a wrong scale or a misplaced quantizer moves whole tensors: trace every time.
       qdq_sim_ = addStream("qdq", "simulation", true, k);
       if (options_.emulation != nullptr && options_.ort.optimization != OrtOptimization::Disabled)
-        openAsOrtRuns("QDQ", qdq_path_, qdq_as_ort_, report);
+        openAsOrtRuns(qdq_path_, qdq_as_ort_, report);
       // Diagnostic: ONNX Runtime's own QDQ fusions need not pick exactly the groups ours do.
       if (emulator_ || qdq_as_ort_.executor) qdq_emu_ = addStream("qdq", "emulation", false, 0);
     }
@@ -222,7 +226,7 @@ class Verifier {
       const bool deployed = format == "onnx_qnn" || format == "qoperator";
       if (emulator_) {
         if (options_.ort.optimization != OrtOptimization::Disabled)
-          openAsOrtRuns("QOperator", qop_path_, qop_as_ort_, report);
+          openAsOrtRuns(qop_path_, qop_as_ort_, report);
         qop_emu_ = addStream("qoperator", "emulation", deployed, k);
       }
       qop_sim_ = addStream("qoperator", "simulation", deployed, 0);
@@ -243,9 +247,9 @@ class Verifier {
   // rather than predicted, and run with the emulation's kernels. Without it (an op of ORT's graph
   // the emulation has no kernel for), the model is compared with the QOperator model's
   // emulation, which ORT computes for either model once it fused the same groups.
-  void openAsOrtRuns(const std::string& label, const std::string& path, AsOrtRuns& as_ort,
-                     VerifyReport& report) {
-    const std::string model = label == "QDQ" ? "qdq" : "qoperator";
+  void openAsOrtRuns(const std::string& path, AsOrtRuns& as_ort, VerifyReport& report) {
+    const std::string& model = as_ort.model;
+    const std::string& label = as_ort.label;
     try {
       onnx::ModelProto optimized = optimizedModelOf(path);  // the import takes it apart
       auto graph = std::make_unique<Graph>(
@@ -310,9 +314,20 @@ class Verifier {
       if (!stand_in) stand_in = algos::runInBatches(*emulator_, feeds, outputs_, fixed_);
       return *stand_in;
     };
+    // ORT's outputs against a model's emulation as ORT runs it, or against the stand-in.
+    const auto compareEmulated = [&](Stream* stream, const AsOrtRuns& as_ort,
+                                     const std::optional<TensorMap>& emulated,
+                                     const TensorMap& ort) {
+      if (stream == nullptr) return;
+      if (emulated) {
+        compare(*stream, feeds, ort, *emulated, samples);
+      } else if (emulator_ && as_ort.state == AsOrtRuns::State::kStandIn) {
+        compare(*stream, feeds, ort, standIn(), samples);
+      }
+    };
     std::optional<TensorMap> qop_emulated;
     if (emulator_) {
-      qop_emulated = runAsOrtRuns("QOperator", qop_as_ort_, feeds);
+      qop_emulated = runAsOrtRuns(qop_as_ort_, feeds);
       addAccuracy(kEmulation, qop_emulated ? *qop_emulated : standIn(), batch.labels);
     }
     if (!qdq_path_.empty()) {
@@ -326,35 +341,21 @@ class Verifier {
       for (size_t i = 0; i < outputs_.size(); ++i) {
         quality_[i].add(ort.at(outputs_[i]), sim_rt.at(outputs_[i]), flt.at(outputs_[i]), samples);
       }
-      const std::optional<TensorMap> emulated = runAsOrtRuns("QDQ", qdq_as_ort_, feeds);
-      if (qdq_emu_ && emulated) {
-        compare(*qdq_emu_, feeds, ort, *emulated, samples);
-      } else if (qdq_emu_ && standsIn(qdq_as_ort_)) {
-        compare(*qdq_emu_, feeds, ort, standIn(), samples);
-      }
+      compareEmulated(qdq_emu_, qdq_as_ort_, runAsOrtRuns(qdq_as_ort_, feeds), ort);
     }
     if (!qop_path_.empty()) {
       const TensorMap ort = ort_.run(qop_path_, feeds, outputs_);
       addAccuracy(kOrtQop, ort, batch.labels);
-      if (qop_emu_ && qop_emulated) {
-        compare(*qop_emu_, feeds, ort, *qop_emulated, samples);
-      } else if (qop_emu_ && standsIn(qop_as_ort_)) {
-        compare(*qop_emu_, feeds, ort, standIn(), samples);
-      }
+      compareEmulated(qop_emu_, qop_as_ort_, qop_emulated, ort);
       compare(*qop_sim_, feeds, ort, sim_rt, samples);
     }
-  }
-
-  bool standsIn(const AsOrtRuns& as_ort) const {
-    return emulator_ && as_ort.state == AsOrtRuns::State::kStandIn;
   }
 
   // ORT's optimized graph of an exported model on the emulation's kernels, or nothing when it is
   // not emulated (or no longer). A kernel that fails on ORT's graph is a limit of the emulation,
   // not of the model: on the first step the QOperator model's own emulation takes over (when
   // there is one), later the comparison stops there, and a note says so.
-  std::optional<TensorMap> runAsOrtRuns(const std::string& label, AsOrtRuns& as_ort,
-                                        const TensorMap& feeds) {
+  std::optional<TensorMap> runAsOrtRuns(AsOrtRuns& as_ort, const TensorMap& feeds) {
     using State = AsOrtRuns::State;
     if (as_ort.state != State::kOptimizedGraph) return std::nullopt;
     try {
@@ -363,12 +364,12 @@ class Verifier {
       return emulated;
     } catch (const std::exception& e) {
       const bool first = as_ort.steps == 0;
-      const std::string model = label == "QDQ" ? "qdq" : "qoperator";
-      notes_.push_back(model + " model vs emulation: ORT's optimized graph of the " + label +
-                       " model failed in the emulation (" + oneLineOf(e.what()) + "); " +
-                       (first && emulator_ ? "compared with the QOperator model's emulation"
-                                           : "the comparison stops after " +
-                                                 std::to_string(as_ort.steps) + " steps"));
+      notes_.push_back(
+          as_ort.model + " model vs emulation: ORT's optimized graph of the " + as_ort.label +
+          " model failed in the emulation (" + oneLineOf(e.what()) + "); " +
+          (first && emulator_
+               ? "compared with the QOperator model's emulation"
+               : "the comparison stops after " + std::to_string(as_ort.steps) + " steps"));
       as_ort.executor.reset();
       as_ort.state = first && emulator_ ? State::kStandIn : State::kStopped;
       as_ort.unused = first && !emulator_;
@@ -497,7 +498,7 @@ class Verifier {
   std::unique_ptr<Executor> emulator_;
   std::map<std::string, onnx::ModelProto> optimized_;  // path -> ORT's optimized graph of it
   // What each exported model is compared with as its emulation.
-  AsOrtRuns qdq_as_ort_, qop_as_ort_;
+  AsOrtRuns qdq_as_ort_{"qdq", "QDQ"}, qop_as_ort_{"qoperator", "QOperator"};
   std::vector<std::string> notes_;  // said while streaming, added to the report at the end
   std::string qdq_path_, qop_path_;
   std::vector<std::unique_ptr<Stream>> streams_;

@@ -96,24 +96,16 @@ void slicedProduct(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
 void kernelM1(int64_t n, int64_t k, const float* a, const float* b, int64_t ldb, float* c,
               bool accumulate) {
   if (!accumulate) std::fill(c, c + n, 0.0f);
-  std::vector<float> group(static_cast<size_t>(n));
-  int64_t kk = 0;
-  const auto addGroup = [&](int64_t rows) {
-    for (int64_t j = 0; j < n; ++j)
-      group[j] = a[kk] * b[kk * ldb + j];
-    for (int64_t r = 1; r < rows; ++r) {
-      const float* row = b + (kk + r) * ldb;
-      for (int64_t j = 0; j < n; ++j)
-        group[j] = group[j] + a[kk + r] * row[j];
+  for (int64_t k0 = 0; k0 < k;) {
+    const int64_t rows = k - k0 >= 4 ? 4 : k - k0 >= 2 ? 2 : 1;
+    for (int64_t j = 0; j < n; ++j) {
+      float group = a[k0] * b[k0 * ldb + j];
+      for (int64_t r = 1; r < rows; ++r)
+        group = group + a[k0 + r] * b[(k0 + r) * ldb + j];
+      c[j] = group + c[j];
     }
-    for (int64_t j = 0; j < n; ++j)
-      c[j] = group[j] + c[j];
-    kk += rows;
-  };
-  while (k - kk >= 4)
-    addGroup(4);
-  if (k - kk >= 2) addGroup(2);
-  if (k - kk == 1) addGroup(1);
+    k0 += rows;
+  }
 }
 
 // MlasSgemmKernelM1TransposeBAvx: output j is the dot product of a with row j of b, summed in 8

@@ -217,21 +217,19 @@ at::Tensor mlasConvTransposeOf(const OpContext& ctx) {
   const Value* w_value = ctx.node().input(1);
   const bool transposed_at_load =
       w_value != nullptr && w_value->initializer().defined() && m != 1 && k != 1;
-  const at::Tensor xc = x.contiguous(), wc = w.contiguous();
+  const at::Tensor xc = x.contiguous();
+  // Per group, the weight [k, m] as it lies, or [m, k] as ORT transposed it at load.
+  const at::Tensor wc =
+      transposed_at_load ? w.reshape({groups, k, m}).transpose(1, 2).contiguous() : w.contiguous();
   at::Tensor y = at::zeros({x.size(0), filters * groups, oh, ow}, x.options());
-  std::vector<float> columns(static_cast<size_t>(m * n)), transposed;
+  std::vector<float> columns(static_cast<size_t>(m * n));
   const int threads = ortIntraOpThreads();
   for (int64_t b = 0; b < x.size(0); ++b) {
     for (int64_t g = 0; g < groups; ++g) {
-      const float* filter = wc.data_ptr<float>() + g * k * m;  // [k, m]
+      const float* filter = wc.data_ptr<float>() + g * k * m;
       const float* xg = xc.data_ptr<float>() + (b * in_channels + g * k) * n;
       if (transposed_at_load) {
-        transposed.resize(static_cast<size_t>(m * k));
-        for (int64_t i = 0; i < m; ++i) {
-          for (int64_t kk = 0; kk < k; ++kk)
-            transposed[i * k + kk] = filter[kk * m + i];
-        }
-        mlas::sgemm(m, n, k, transposed.data(), k, xg, n, false, columns.data(), n, false, threads);
+        mlas::sgemm(m, n, k, filter, k, xg, n, false, columns.data(), n, false, threads);
       } else {
         mlas::sgemmTransposedA(m, n, k, filter, m, xg, n, columns.data(), n, false, threads);
       }

@@ -176,10 +176,7 @@ std::optional<at::Tensor> resize2d(const at::Tensor& input, const ResizePlan& pl
     if (!y) return std::nullopt;
     return y->permute({0, 2, 3, 1}).contiguous();
   }
-  for (int64_t axis = 0; axis < 2; ++axis) {
-    if (plan.output_sizes[axis] != input.size(axis) || plan.scales[axis] != 1.0)
-      return std::nullopt;
-  }
+  if (!kept(0) || !kept(1)) return std::nullopt;
   const std::vector<int64_t> out = {plan.output_sizes[2], plan.output_sizes[3]};
   const std::string& m = plan.coordinate_mode;
   const bool resized_to_output = plan.resized_length[2] == static_cast<double>(out[0]) &&
