@@ -3,8 +3,12 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
+#include <string>
+#include <vector>
 
 #include "ir/onnx_tensor.h"
 
@@ -102,14 +106,48 @@ void addIntsAttribute(onnx::NodeProto& node, const std::string& name,
     a->add_ints(v);
 }
 
+namespace {
+
+// The directories this test process made, removed when it exits so that a ctest run does not leave
+// thousands of them behind. QFORGE_KEEP_TEST_DIRS=1 keeps them for looking into a failure. Only the
+// process that made them removes them: a forked child that exits must not.
+class TempDirs {
+ public:
+  void add(const std::filesystem::path& dir) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    dirs_.push_back(dir);
+  }
+  ~TempDirs() {
+    const char* keep = std::getenv("QFORGE_KEEP_TEST_DIRS");
+    if (::getpid() != owner_ || (keep && *keep && std::string(keep) != "0")) return;
+    std::error_code ignored;
+    for (const auto& dir : dirs_)
+      std::filesystem::remove_all(dir, ignored);
+  }
+
+ private:
+  const pid_t owner_ = ::getpid();
+  std::mutex mutex_;
+  std::vector<std::filesystem::path> dirs_;
+};
+
+TempDirs& tempDirs() {
+  static TempDirs dirs;
+  return dirs;
+}
+
+}  // namespace
+
 std::string makeTempDir(const std::string& tag) {
   static std::atomic<int> counter{0};
   namespace fs = std::filesystem;
+  TempDirs& registry = tempDirs();  // constructed first, so destroyed after anything using a dir
   fs::path dir =
       fs::temp_directory_path() /
       ("qforge-test-" + tag + "-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
   fs::remove_all(dir);
   fs::create_directories(dir);
+  registry.add(dir);
   return dir.string();
 }
 

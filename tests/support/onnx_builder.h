@@ -39,7 +39,8 @@ void addIntsAttribute(onnx::NodeProto& node, const std::string& name,
 void addGraphAttribute(onnx::NodeProto& node, const std::string& name,
                        const onnx::GraphProto& body);
 
-// A fresh empty directory under the system temp dir, unique per test.
+// A fresh empty directory under the system temp dir, unique per test, removed when the test
+// process exits (QFORGE_KEEP_TEST_DIRS=1 keeps it).
 std::string makeTempDir(const std::string& tag);
 
 }  // namespace qforge::testing
