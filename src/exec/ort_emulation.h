@@ -3,7 +3,8 @@
 // QLinearConv and QLinearMatMul replaced by ORT's arithmetic and the com.microsoft quantized ops
 // added (QLinearAdd, QLinearMul, QLinearGlobalAveragePool, QLinearAveragePool, QLinearConcat,
 // QGemm, QLinearLeakyRelu, QLinearSigmoid, QLinearSoftmax, MatMulIntegerToFloat) with
-// SimplifiedLayerNormalization, which ORT's fusions make (verify/ort_fused_groups), and the float
+// the normalizations ORT's fusions make (LayerNormalization, SkipLayerNormalization and
+// SimplifiedLayerNormalization; verify/ort_fused_groups), and the float
 // kernels ORT runs between a QDQ model's quantizers where it fused no integer kernel: Conv,
 // FusedConv, ConvTranspose, Gemm and GlobalAveragePool as MLAS computes them, BiasGelu, QuickGelu,
 // and the pooling ORT moves into channel-blocked (NCHWc) tensors. The built-in
@@ -24,11 +25,15 @@ const OpRegistry& ortEmulationRegistry();
 void registerOrtIntegerOps(OpRegistry& registry);
 
 // Replaces the float kernels whose rounding ORT fixes differently from ATen: MatMul and
-// ReduceMean (exec/ops/ort_float.cpp), and adds SimplifiedLayerNormalization (in both domains
-// ORT's graphs use), com.microsoft BiasGelu and QuickGelu. Softmax
+// ReduceMean (exec/ops/ort_float.cpp), and adds com.microsoft BiasGelu and QuickGelu. Softmax
 // and Erf already compute as ORT does in the built-in table (exec/ops/mlas_ops.h). The ops keep
 // their facts; `registry` must hold them.
 void registerOrtFloatOps(OpRegistry& registry);
+
+// Replaces LayerNormalization with ORT's kernel (MLAS's AVX2 one, or a Welford loop for rows
+// under 8) at every opset, and adds com.microsoft SkipLayerNormalization and
+// SimplifiedLayerNormalization in both domains ORT's graphs use (exec/ops/ort_layer_norm.cpp).
+void registerOrtLayerNormOps(OpRegistry& registry);
 
 // Replaces Conv, Gemm and GlobalAveragePool with MLAS's float arithmetic and adds com.microsoft
 // FusedConv (exec/ops/ort_float_mlas.cpp): what ORT runs between the DequantizeLinear and

@@ -4,7 +4,8 @@
 //   Mul(scale) becomes one kernel that sums the squares in lanes of its own (an RMSNorm, or a
 //   LayerNorm whose mean ORT could not fuse: its two readers of x given two copies of a
 //   DequantizeLinear, as in the QOperator models qforge writes). ORT's LayerNormFusion of a whole
-//   LayerNorm is not modelled (its mean and variance are computed otherwise) and stays unfused;
+//   LayerNorm stays unfused here (its kernel runs where the emulation runs ORT's own graph,
+//   exec/ops/ort_layer_norm.cpp);
 // - the QDQ MatMul group with no QuantizeLinear after it: DequantizeLinear on both inputs ->
 //   MatMul becomes MatMulIntegerToFloat, an int32 product times a_scale * b_scale, where the
 //   float MatMul sums dequantized products (attention's q @ k^T when only its inputs are

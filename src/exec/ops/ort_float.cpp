@@ -16,11 +16,8 @@
 // values are exact in float64, so acc = float32(float64(acc) + a*b) is a fused multiply-add
 // except in rare double-rounding cases.
 //
-// SimplifiedLayerNormalization, what ORT's SimplifiedLayerNormFusion makes of Pow(x, 2) ->
-// ReduceMean -> Add(eps) -> Sqrt -> Div(x, .) -> Mul(scale): its kernel sums the squares in its
-// own lanes, where the unfused ReduceMean sums in Eigen's. (LayerNormalization, what
-// LayerNormFusion makes of a whole LayerNorm, is not modelled: ORT 1.30 computes its mean and
-// variance otherwise, apparently in float64, and the emulation leaves that group unfused.)
+// The normalizations ORT's fusions make (LayerNormalization, SkipLayerNormalization,
+// SimplifiedLayerNormalization) are in exec/ops/ort_layer_norm.cpp.
 //
 // Softmax and Erf need nothing here: the built-in lowerings already compute them with MLAS's
 // kernels (exec/ops/mlas_ops.h).
@@ -137,55 +134,6 @@ std::vector<at::Tensor> laneReduceMean(const OpContext& ctx) {
   return {mean};
 }
 
-constexpr int64_t kNormLanes = 8;
-
-// x * x added to `acc` with one rounding, as a fused multiply-add: the product of two float32
-// values is exact in float64 (except in rare double-rounding cases).
-at::Tensor fmaSquare(const at::Tensor& acc, const at::Tensor& x) {
-  const at::Tensor wide = x.to(at::kDouble);
-  return (acc.to(at::kDouble) + wide * wide).to(at::kFloat);
-}
-
-// ORT's SimplifiedLayerNormalization on float32, per row of the axes from `axis` on, as
-// measured against onnxruntime-node 1.30 on an AVX512F machine: rows of 8 or more sum x * x in 8
-// float lanes with fused multiply-adds, fold the lanes in halves (4+4, 2+2, 1+1), add the
-// remaining squares one by one (multiply, then add), and scale x by the inverse
-// 1 / sqrt(sum / n + eps); shorter rows run layer_norm_impl.cc's loop: squares added in order,
-// then x / sqrt(sum / n + eps). Then times the scale.
-std::vector<at::Tensor> simplifiedLayerNorm(const OpContext& ctx) {
-  const at::Tensor& x = ctx.input(0);
-  if (x.scalar_type() != at::kFloat) {
-    throw Error("SimplifiedLayerNormalization '" + ctx.node().name() +
-                "': the emulation computes float32 only, X is " +
-                std::string(at::toString(x.scalar_type())));
-  }
-  const int64_t axis = ops::normalizeAxis(ctx, ctx.attrInt("axis", -1), x.dim());
-  const float epsilon = static_cast<float>(ctx.attrFloat("epsilon", 1e-5));
-  int64_t row = 1;
-  for (int64_t d = axis; d < x.dim(); ++d)
-    row *= x.size(d);
-  const at::Tensor rows = x.contiguous().view({-1, row});
-  const int64_t packets = row / kNormLanes;
-  at::Tensor sum = at::zeros({rows.size(0), 1}, x.options());
-  if (packets > 0) {
-    at::Tensor lanes = at::zeros({rows.size(0), kNormLanes}, x.options());
-    for (int64_t p = 0; p < packets; ++p)
-      lanes = fmaSquare(lanes, rows.narrow(1, p * kNormLanes, kNormLanes));
-    for (int64_t width = kNormLanes / 2; width >= 1; width /= 2)
-      lanes = lanes.narrow(1, 0, width) + lanes.narrow(1, width, width);
-    sum = lanes;
-  }
-  for (int64_t h = packets * kNormLanes; h < row; ++h) {
-    const at::Tensor v = rows.narrow(1, h, 1);
-    sum = sum + v * v;
-  }
-  const at::Tensor root =
-      (sum / at::full_like(sum, static_cast<float>(row)) + at::full_like(sum, epsilon)).sqrt();
-  const at::Tensor normed = packets > 0 ? rows * (at::ones_like(root) / root) : rows / root;
-  const at::Tensor y = normed * ctx.input(1).to(at::kFloat).reshape({1, row});
-  return {y.view(x.sizes())};
-}
-
 // com.microsoft BiasGelu, what ORT's BiasGeluFusion makes of Add(bias) -> the written-out GELU:
 // the sum, then GELU as its fused kernels compute it (exec/ops/mlas_ops.h).
 std::vector<at::Tensor> biasGelu(const OpContext& ctx) {
@@ -215,10 +163,6 @@ void registerOrtFloatOps(OpRegistry& registry) {
   // Only the arithmetic changes: the ops keep their facts (MatMul's weight slot and layout).
   registry.replaceLowering("", "MatMul", sequentialMatMul);
   registry.replaceLowering("", "ReduceMean", laneReduceMean);
-  registry.add(ort_integer::microsoft(
-      ops::op("SimplifiedLayerNormalization", 1, ops::kLatestOpset, simplifiedLayerNorm)));
-  // ORT's own graphs put SimplifiedLayerNormalization in the ONNX domain.
-  registry.add(ops::op("SimplifiedLayerNormalization", 1, ops::kLatestOpset, simplifiedLayerNorm));
   registry.add(ort_integer::microsoft(ops::op("BiasGelu", 1, ops::kLatestOpset, biasGelu)));
   registry.add(ort_integer::microsoft(ops::op("QuickGelu", 1, ops::kLatestOpset, quickGelu)));
 }

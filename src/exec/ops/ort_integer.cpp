@@ -437,6 +437,7 @@ const OpRegistry& ortEmulationRegistry() {
       r.remove("", op_type);
     registerOrtIntegerOps(r);
     registerOrtFloatOps(r);
+    registerOrtLayerNormOps(r);
     registerOrtMlasFloatOps(r);
     registerOrtNchwcOps(r);
     return r;
