@@ -20,8 +20,9 @@ struct OutputQuality {
   double ort_sqnr_db = 0;
   double simulation_sqnr_db = 0;
   int64_t samples = 0;  // the units resampled: samples, or batches of an output without batch axis
-  // ort_sqnr_db - simulation_sqnr_db, and its 90% interval when the samples are drawn again with
-  // replacement (bootstrap); the interval is the gap itself for one sample.
+  // ort_sqnr_db - simulation_sqnr_db, and its 90% interval: the samples drawn again with
+  // replacement (bootstrap), widened to Student's t interval of the per-sample gaps where that is
+  // wider (few samples); unbounded for one sample.
   double gap_db = 0;
   double gap_low_db = 0;
   double gap_high_db = 0;

@@ -33,7 +33,8 @@ void addOne(verify::QualityGap& q, const Sample& s) {
 
 const double kThreeDb = 10 * std::log10(2.0);
 
-TEST(QualityGap, OneSampleIsItsOwnIntervalAndItsGapIsTheNoiseRatio) {
+// One sample gives the gap (the noise ratio) but nothing of how it moves between samples.
+TEST(QualityGap, OneSampleSupportsNoGapAndItsGapIsTheNoiseRatio) {
   verify::QualityGap q("y");
   addOne(q, sample(100, 1, 2));
   const verify::OutputQuality r = q.finish();
@@ -42,13 +43,14 @@ TEST(QualityGap, OneSampleIsItsOwnIntervalAndItsGapIsTheNoiseRatio) {
   EXPECT_NEAR(r.ort_sqnr_db, 20.0, 1e-9);
   EXPECT_NEAR(r.simulation_sqnr_db, 10 * std::log10(50.0), 1e-9);
   EXPECT_NEAR(r.gap_db, kThreeDb, 1e-9);
-  EXPECT_DOUBLE_EQ(r.gap_low_db, r.gap_db);
-  EXPECT_DOUBLE_EQ(r.gap_high_db, r.gap_db);
-  EXPECT_NEAR(r.supportedGapDb(), kThreeDb, 1e-9);
+  EXPECT_TRUE(std::isinf(r.gap_low_db) && r.gap_low_db < 0);
+  EXPECT_TRUE(std::isinf(r.gap_high_db) && r.gap_high_db > 0);
+  EXPECT_EQ(r.supportedGapDb(), 0.0);
 }
 
-// One sample 6 dB better in ORT, one 6 dB better in the simulation: pooled they agree, and drawn
-// again either can come twice (a quarter of the time each), so the interval runs from -6 to 6 dB.
+// One sample 6 dB better in ORT, one 6 dB better in the simulation: pooled they agree. Drawn
+// again, either can come twice (the bootstrap's -6 to 6 dB), and Student's t interval of the two
+// gaps (mean 0, standard deviation 6 sqrt 2, t = 6.314 at one degree of freedom) is wider still.
 TEST(QualityGap, SamplesPointingBothWaysSupportNoGap) {
   verify::QualityGap q("y");
   addOne(q, sample(100, 1, 4));
@@ -56,9 +58,30 @@ TEST(QualityGap, SamplesPointingBothWaysSupportNoGap) {
   const verify::OutputQuality r = q.finish();
   const double six = 10 * std::log10(4.0);
   EXPECT_NEAR(r.gap_db, 0.0, 1e-12);
-  EXPECT_NEAR(r.gap_low_db, -six, 1e-9);
-  EXPECT_NEAR(r.gap_high_db, six, 1e-9);
+  EXPECT_NEAR(r.gap_low_db, -6.314 * six, 1e-9);
+  EXPECT_NEAR(r.gap_high_db, 6.314 * six, 1e-9);
   EXPECT_EQ(r.supportedGapDb(), 0.0);
+}
+
+// Two samples both favouring ORT, by 4 and 6 dB: the bootstrap's interval is just those two gaps
+// (4 to 6 dB, "more than 1 dB however the samples are drawn again"), but two samples say little
+// of the spread: Student's t gives 5 +- 6.314 * sqrt 2 / sqrt 2 = 5 +- 6.314, which holds 0.
+TEST(QualityGap, TwoSamplesOnOneSideAreWidenedByStudentsT) {
+  verify::QualityGap q("y");
+  addOne(q, sample(100, 1, std::pow(10.0, 0.4)));
+  addOne(q, sample(100, 1, std::pow(10.0, 0.6)));
+  const verify::OutputQuality r = q.finish();
+  EXPECT_NEAR(r.gap_low_db, 5.0 - 6.314, 1e-9);
+  EXPECT_NEAR(r.gap_high_db, 5.0 + 6.314, 1e-9);
+  EXPECT_EQ(r.supportedGapDb(), 0.0);
+  // Eight samples alternating between the same two gaps: t = 1.895 at 7 degrees of freedom,
+  // standard deviation sqrt(8 / 7), so 5 +- 1.895 * sqrt(8 / 7) / sqrt 8 = 5 +- 0.716.
+  verify::QualityGap eight("y");
+  for (int i = 0; i < 8; ++i)
+    addOne(eight, sample(100, 1, std::pow(10.0, i % 2 ? 0.6 : 0.4)));
+  const verify::OutputQuality e = eight.finish();
+  EXPECT_NEAR(e.gap_low_db, 5.0 - 1.895 / std::sqrt(7.0), 1e-9);
+  EXPECT_NEAR(e.supportedGapDb(), 5.0 - 1.895 / std::sqrt(7.0), 1e-9);
 }
 
 // Every sample 3 dB worse in the simulation (ORT ahead), whatever its own error: no redraw of the
@@ -108,9 +131,12 @@ TEST(QualityGap, ExactRunsAndNoSamples) {
   EXPECT_EQ(r.gap_db, 0.0);
   EXPECT_EQ(r.supportedGapDb(), 0.0);
 
-  verify::QualityGap one_exact("y");
-  addOne(one_exact, sample(100, 0, 1));
-  r = one_exact.finish();
+  // ORT exact on every sample, the simulation not: the gap is infinite however they are drawn
+  // (the per-sample gaps are infinite, so no t interval widens it).
+  verify::QualityGap ort_exact("y");
+  addOne(ort_exact, sample(100, 0, 1));
+  addOne(ort_exact, sample(100, 0, 2));
+  r = ort_exact.finish();
   EXPECT_TRUE(std::isinf(r.gap_db) && r.gap_db > 0);
   EXPECT_TRUE(std::isinf(r.supportedGapDb()));
 
