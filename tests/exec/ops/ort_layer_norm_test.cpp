@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/error.h"
@@ -47,56 +48,68 @@ struct Expected {
   at::Tensor y, mean, inverse_std_dev;
 };
 
-// Welford's loop in float32, every operation rounded.
-Expected welfordClosedForm(const at::Tensor& x, const at::Tensor& scale, const at::Tensor& bias) {
+// Fills y, mean and inverse_std_dev row by row: `normalize(in, out, n)` writes one row of n
+// values and returns its {mean, inverse standard deviation}.
+template <typename Normalize>
+Expected byRows(const at::Tensor& x, Normalize normalize) {
   const int64_t n = x.size(-1);
   const at::Tensor rows = x.contiguous().view({-1, n});
   Expected e{at::empty_like(rows), at::empty({rows.size(0)}), at::empty({rows.size(0)})};
-  auto in = rows.accessor<float, 2>();
-  auto y = e.y.accessor<float, 2>();
   for (int64_t r = 0; r < rows.size(0); ++r) {
+    const std::pair<float, float> stats =
+        normalize(rows[r].data_ptr<float>(), e.y[r].data_ptr<float>(), n);
+    e.mean[r] = stats.first;
+    e.inverse_std_dev[r] = stats.second;
+  }
+  return e;
+}
+
+std::vector<float> valuesOf(const at::Tensor& t) {
+  const at::Tensor c = t.contiguous();
+  return std::vector<float>(c.data_ptr<float>(), c.data_ptr<float>() + c.numel());
+}
+
+// Welford's loop in float32, every operation rounded.
+Expected welfordClosedForm(const at::Tensor& x, const at::Tensor& scale, const at::Tensor& bias) {
+  const std::vector<float> w = valuesOf(scale);
+  const std::vector<float> b = bias.defined() ? valuesOf(bias) : std::vector<float>();
+  return byRows(x, [&](const float* in, float* y, int64_t n) {
     float mean = 0, m2 = 0;
     for (int64_t k = 0; k < n; ++k) {
-      const float d = in[r][k] - mean;
+      const float d = in[k] - mean;
       mean += d / static_cast<float>(k + 1);
-      const float after = in[r][k] - mean;
+      const float after = in[k] - mean;
       m2 += d * after;  // the tests build without contracting a * b + c
     }
     const float std_dev = std::sqrt(m2 / static_cast<float>(n) + 1e-5f);
     for (int64_t h = 0; h < n; ++h) {
-      float v = (in[r][h] - mean) / std_dev * scale[h].item<float>();
-      if (bias.defined()) v += bias[h].item<float>();
-      y[r][h] = v;
+      y[h] = (in[h] - mean) / std_dev * w[h];
+      if (!b.empty()) y[h] += b[h];
     }
-    e.mean[r] = mean;
-    e.inverse_std_dev[r] = 1.0f / std_dev;
-  }
-  return e;
+    return std::make_pair(mean, 1.0f / std_dev);
+  });
 }
 
 // MLAS's AVX2 kernel: the mean of a float64 sum in 4 lanes, the centred squares in 8 float lanes
 // with fused multiply-adds, both folded (0+4, ...) then (0+2) + (1+3), remainders in order.
 Expected mlasClosedForm(const at::Tensor& x, const at::Tensor& scale, const at::Tensor& bias) {
-  const int64_t n = x.size(-1);
-  const at::Tensor rows = x.contiguous().view({-1, n});
-  Expected e{at::empty_like(rows), at::empty({rows.size(0)}), at::empty({rows.size(0)})};
-  auto in = rows.accessor<float, 2>();
-  auto y = e.y.accessor<float, 2>();
-  for (int64_t r = 0; r < rows.size(0); ++r) {
+  const std::vector<float> w = valuesOf(scale);
+  const std::vector<float> b = bias.defined() ? valuesOf(bias) : std::vector<float>();
+  return byRows(x, [&](const float* in, float* y, int64_t n) {
     double quad[4] = {};
     int64_t h = 0;
     for (; h + 4 <= n; h += 4) {
       for (int l = 0; l < 4; ++l)
-        quad[l] += in[r][h + l];
+        quad[l] += in[h + l];
     }
     double sum = (quad[0] + quad[2]) + (quad[1] + quad[3]);
     for (; h < n; ++h)
-      sum += in[r][h];
+      sum += in[h];
     const float mean = static_cast<float>(sum / static_cast<double>(n));
     float lanes[8] = {};
     for (h = 0; h + 8 <= n; h += 8) {
       for (int l = 0; l < 8; ++l) {
-        const float d = in[r][h + l] - mean;
+        const float d = in[h + l] - mean;
         lanes[l] = std::fmaf(d, d, lanes[l]);
       }
     }
@@ -104,19 +117,16 @@ Expected mlasClosedForm(const at::Tensor& x, const at::Tensor& scale, const at::
       lanes[l] += lanes[l + 4];
     float squares = (lanes[0] + lanes[2]) + (lanes[1] + lanes[3]);
     for (; h < n; ++h) {
-      const float d = in[r][h] - mean;
+      const float d = in[h] - mean;
       squares += d * d;
     }
     const float inverse = 1.0f / std::sqrt(squares / static_cast<float>(n) + 1e-5f);
     for (h = 0; h < n; ++h) {
-      const float scaled = (in[r][h] - mean) * inverse;
-      y[r][h] = bias.defined() ? std::fmaf(scaled, scale[h].item<float>(), bias[h].item<float>())
-                               : scaled * scale[h].item<float>();
+      const float scaled = (in[h] - mean) * inverse;
+      y[h] = b.empty() ? scaled * w[h] : std::fmaf(scaled, w[h], b[h]);
     }
-    e.mean[r] = mean;
-    e.inverse_std_dev[r] = inverse;
-  }
-  return e;
+    return std::make_pair(mean, inverse);
+  });
 }
 
 std::string layerNormModel(int64_t row, const at::Tensor& scale, const at::Tensor& bias) {
