@@ -97,6 +97,20 @@ void addIntAttribute(onnx::NodeProto& node, const std::string& name, int64_t val
   a->set_i(value);
 }
 
+void addFloatAttribute(onnx::NodeProto& node, const std::string& name, float value) {
+  auto* a = node.add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::FLOAT);
+  a->set_f(value);
+}
+
+void addStringAttribute(onnx::NodeProto& node, const std::string& name, const std::string& value) {
+  auto* a = node.add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::STRING);
+  a->set_s(value);
+}
+
 void addIntsAttribute(onnx::NodeProto& node, const std::string& name,
                       const std::vector<int64_t>& values) {
   auto* a = node.add_attribute();

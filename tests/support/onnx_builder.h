@@ -31,6 +31,8 @@ class OnnxBuilder {
 };
 
 void addIntAttribute(onnx::NodeProto& node, const std::string& name, int64_t value);
+void addFloatAttribute(onnx::NodeProto& node, const std::string& name, float value);
+void addStringAttribute(onnx::NodeProto& node, const std::string& name, const std::string& value);
 void addIntsAttribute(onnx::NodeProto& node, const std::string& name,
                       const std::vector<int64_t>& values);
 

@@ -31,13 +31,6 @@ verify::OrtRunner ort() {
   return verify::OrtRunner(options);
 }
 
-void addFloatAttribute(onnx::NodeProto& node, const std::string& name, float value) {
-  onnx::AttributeProto* a = node.add_attribute();
-  a->set_name(name);
-  a->set_type(onnx::AttributeProto::FLOAT);
-  a->set_f(value);
-}
-
 // Rows of mixed magnitudes around offsets far from zero, where the order of a sum shows.
 at::Tensor rowsOfMixedMagnitude(int64_t row, int64_t seed) {
   at::manual_seed(seed);
