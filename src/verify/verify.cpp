@@ -687,23 +687,22 @@ void Verifier::judge(VerifyReport& report) const {
           Criterion{what, q.output, "quality_gap_db", std::isnan(supported) ? 1e9 : supported,
                     options_.max_quality_gap_db, false, false, false},
           buf);
-      if (report.criteria.back().passed && std::fabs(q.gap_db) > options_.max_quality_gap_db &&
-          q.samples == 1) {
-        std::snprintf(buf, sizeof(buf),
-                      "%s, output '%s': the SQNRs against the float model are %.2f dB apart on "
-                      "the one sample verified, which cannot show how far that moves between "
-                      "samples; verify more samples (--limit) to judge it",
-                      what.c_str(), q.output.c_str(), std::fabs(q.gap_db));
-        report.notes.push_back(buf);
-      } else if (report.criteria.back().passed &&
-                 std::fabs(q.gap_db) > options_.max_quality_gap_db) {
-        std::snprintf(buf, sizeof(buf),
-                      "%s, output '%s': the SQNRs against the float model are %.2f dB apart, "
-                      "within the spread the %lld samples verified allow (90%% interval %.2f to "
-                      "%.2f dB): rounding carried through the graph moves single samples either "
-                      "way; verify more samples (--limit) to narrow it",
-                      what.c_str(), q.output.c_str(), std::fabs(q.gap_db),
-                      static_cast<long long>(q.samples), q.gap_low_db, q.gap_high_db);
+      if (report.criteria.back().passed && std::fabs(q.gap_db) > options_.max_quality_gap_db) {
+        if (q.samples == 1) {
+          std::snprintf(buf, sizeof(buf),
+                        "%s, output '%s': the SQNRs against the float model are %.2f dB apart on "
+                        "the one sample verified, which cannot show how far that moves between "
+                        "samples; verify more samples (--limit) to judge it",
+                        what.c_str(), q.output.c_str(), std::fabs(q.gap_db));
+        } else {
+          std::snprintf(buf, sizeof(buf),
+                        "%s, output '%s': the SQNRs against the float model are %.2f dB apart, "
+                        "within the spread the %lld samples verified allow (90%% interval %.2f "
+                        "to %.2f dB): rounding carried through the graph moves single samples "
+                        "either way; verify more samples (--limit) to narrow it",
+                        what.c_str(), q.output.c_str(), std::fabs(q.gap_db),
+                        static_cast<long long>(q.samples), q.gap_low_db, q.gap_high_db);
+        }
         report.notes.push_back(buf);
       }
     }

@@ -12,6 +12,7 @@
 
 #include "ir/onnx_export.h"
 #include "ir/onnx_import.h"
+#include "support/cli_json.h"
 #include "support/cli_runner.h"
 #include "support/onnx_builder.h"
 #include "support/ort_dir.h"
@@ -36,14 +37,6 @@ nlohmann::json verifyJson(const std::string& args, int expected_exit) {
   const CliResult r = runCli("verify " + args + " --json", ortEnv());
   EXPECT_EQ(r.exit_code, expected_exit) << r.out;
   return nlohmann::json::parse(r.out.substr(r.out.find('{')));
-}
-
-const nlohmann::json* comparison(const nlohmann::json& report, const std::string& model,
-                                 const std::string& reference) {
-  for (const auto& c : report["comparisons"]) {
-    if (c["model"] == model && c["reference"] == reference) return &c;
-  }
-  return nullptr;
 }
 
 // The activation quantizers deploy.json in `dir` lists with an exported tensor, in its order.
@@ -77,12 +70,12 @@ TEST(DeployVerifyCli, IntegerEmulationPredictsOnnxRuntimeOnTheZooResNet) {
   const nlohmann::json report = verifyJson(dir + " --limit 200", 0);
   EXPECT_TRUE(report["passed"].get<bool>());
   EXPECT_EQ(report["samples"], 200);
-  const nlohmann::json* emu = comparison(report, "qoperator", "emulation");
+  const nlohmann::json* emu = verifyComparison(report, "qoperator", "emulation");
   ASSERT_NE(emu, nullptr) << report.dump(2);
   EXPECT_EQ((*emu)["top1_agree"], 200);
   EXPECT_GE((*emu)["exact_fraction"].get<double>(), 0.999);
   EXPECT_LE((*emu)["max_steps"].get<double>(), 1.0);
-  const nlohmann::json* sim = comparison(report, "qdq", "simulation");
+  const nlohmann::json* sim = verifyComparison(report, "qdq", "simulation");
   ASSERT_NE(sim, nullptr);
   EXPECT_EQ((*sim)["top1_agree"], 200);
   // Every path's accuracy is reported, and they agree on these 200 images.
@@ -109,11 +102,11 @@ TEST(DeployVerifyCli, IntegerEmulationPredictsOnnxRuntimeOnTheZooResNet) {
 TEST(DeployVerifyCli, TheQdqModelIsEmulatedOnTheGraphOnnxRuntimeOptimizedItInto) {
   const std::string dir = quantized("TensorRT");
   const nlohmann::json report = verifyJson(dir + " --limit 200", 0);
-  const nlohmann::json* emu = comparison(report, "qdq", "emulation");
+  const nlohmann::json* emu = verifyComparison(report, "qdq", "emulation");
   ASSERT_NE(emu, nullptr) << report.dump(2);
   EXPECT_EQ((*emu)["exact_fraction"].get<double>(), 1.0) << emu->dump(2);
   EXPECT_EQ((*emu)["max_steps"].get<double>(), 0.0);
-  const nlohmann::json* qop = comparison(report, "qoperator", "emulation");
+  const nlohmann::json* qop = verifyComparison(report, "qoperator", "emulation");
   ASSERT_NE(qop, nullptr) << report.dump(2);
   EXPECT_EQ((*qop)["exact_fraction"].get<double>(), 1.0) << qop->dump(2);
   bool named = false, qop_named = false;
@@ -130,7 +123,7 @@ TEST(DeployVerifyCli, TheQdqModelIsEmulatedOnTheGraphOnnxRuntimeOptimizedItInto)
   // Without ORT's optimizations there is no fused graph to read: the QOperator emulation stands
   // in, and it does not compute what ORT's float kernels do.
   const nlohmann::json plain = verifyJson(dir + " --limit 200 --ort-optimization disabled", 0);
-  const nlohmann::json* fallback = comparison(plain, "qdq", "emulation");
+  const nlohmann::json* fallback = verifyComparison(plain, "qdq", "emulation");
   ASSERT_NE(fallback, nullptr);
   EXPECT_LT((*fallback)["exact_fraction"].get<double>(), 0.99);
   for (const auto& note : plain["notes"])
@@ -147,7 +140,7 @@ TEST(DeployVerifyCli, ABrokenLayerScaleInTheExportedModelIsCaughtAndNamed) {
 
   const nlohmann::json report = verifyJson(dir + " --limit 64", 1);
   EXPECT_FALSE(report["passed"].get<bool>());
-  const nlohmann::json* sim = comparison(report, "qdq", "simulation");
+  const nlohmann::json* sim = verifyComparison(report, "qdq", "simulation");
   ASSERT_NE(sim, nullptr);
   // The broken tensor is the first beyond one level and the one with the most elements off.
   ASSERT_TRUE(sim->contains("first_divergence")) << sim->dump(2);
@@ -167,7 +160,7 @@ TEST(DeployVerifyCli, ABrokenLayerScaleInTheExportedModelIsCaughtAndNamed) {
 
   // With room for one tensor at a time the trace runs a chunk per tensor, and finds the same.
   const nlohmann::json chunked = verifyJson(dir + " --limit 64 --trace-memory 1", 1);
-  const nlohmann::json* one_by_one = comparison(chunked, "qdq", "simulation");
+  const nlohmann::json* one_by_one = verifyComparison(chunked, "qdq", "simulation");
   ASSERT_NE(one_by_one, nullptr);
   for (const char* key : {"first_difference", "first_divergence", "largest_tensor_difference"}) {
     EXPECT_EQ((*one_by_one).value(key, nlohmann::json()), (*sim).value(key, nlohmann::json()))
@@ -182,7 +175,7 @@ TEST(DeployVerifyCli, ABrokenLayerScaleInTheExportedModelIsCaughtAndNamed) {
 TEST(DeployVerifyCli, RoundingNoiseAtTiesIsToldApart) {
   const std::string dir = quantized("TensorRT");
   const nlohmann::json report = verifyJson(dir + " --limit 64", 0);
-  const nlohmann::json* sim = comparison(report, "qdq", "simulation");
+  const nlohmann::json* sim = verifyComparison(report, "qdq", "simulation");
   ASSERT_NE(sim, nullptr);
   ASSERT_TRUE(sim->contains("first_difference"))
       << "no level differs on these samples; pick samples where one does\n"
@@ -202,7 +195,7 @@ TEST(DeployVerifyCli, RoundingNoiseAtTiesIsToldApart) {
 TEST(DeployVerifyCli, CarriedRoundingIsJudgedByQualityAgainstTheFloatModel) {
   const std::string dir = quantized("TensorRT");
   const nlohmann::json report = verifyJson(dir + " --limit 64 --min-agreement 1.01", 0);
-  const nlohmann::json* sim = comparison(report, "qdq", "simulation");
+  const nlohmann::json* sim = verifyComparison(report, "qdq", "simulation");
   ASSERT_NE(sim, nullptr);
   ASSERT_TRUE(sim->contains("first_difference")) << sim->dump(2);
   EXPECT_EQ((*sim)["first_difference"]["cause"], "rounding_ties");
@@ -249,7 +242,7 @@ TEST(DeployVerifyCli, QOperatorExactnessIsReportedWhenTheDifferencesAreCarriedRo
   const std::string dir = quantized("ONNX_QNN");
   // No share of exact elements can reach 101%.
   const nlohmann::json report = verifyJson(dir + " --limit 64 --min-exact 1.01", 0);
-  const nlohmann::json* sim = comparison(report, "qdq", "simulation");
+  const nlohmann::json* sim = verifyComparison(report, "qdq", "simulation");
   ASSERT_NE(sim, nullptr);
   ASSERT_TRUE(sim->contains("first_difference")) << sim->dump(2);
   EXPECT_FALSE(sim->contains("first_own_difference"));
@@ -303,7 +296,7 @@ TEST(DeployVerifyCli, ASlightlyWrongScaleIsNotTakenForRoundingNoise) {
   const std::string tensor = scaleQuantizeLinear(dir, activations[1], 1.003f);
 
   const nlohmann::json report = verifyJson(dir + " --limit 64", 1);
-  const nlohmann::json* sim = comparison(report, "qdq", "simulation");
+  const nlohmann::json* sim = verifyComparison(report, "qdq", "simulation");
   ASSERT_NE(sim, nullptr);
   ASSERT_TRUE(sim->contains("first_difference")) << sim->dump(2);
   const auto& first = (*sim)["first_difference"];
@@ -331,7 +324,7 @@ TEST(DeployVerifyCli, AFloatOpThatComputesDifferentlyIsToldFromRoundingNoise) {
   exportOnnxFile(g, dir + "/model.qdq.onnx");
 
   const nlohmann::json report = verifyJson(dir + " --limit 64", 1);
-  const nlohmann::json* sim = comparison(report, "qdq", "simulation");
+  const nlohmann::json* sim = verifyComparison(report, "qdq", "simulation");
   ASSERT_NE(sim, nullptr);
   ASSERT_TRUE(sim->contains("first_difference")) << sim->dump(2);
   const auto& first = (*sim)["first_difference"];
@@ -370,7 +363,7 @@ TEST(DeployVerifyCli, ADivergenceCarriedFromAnEarlierTensorIsToldFromAnOpThatDif
   exportOnnxFile(g, dir + "/model.qdq.onnx");
 
   const nlohmann::json report = verifyJson(dir + " --limit 64", 1);
-  const nlohmann::json* sim = comparison(report, "qdq", "simulation");
+  const nlohmann::json* sim = verifyComparison(report, "qdq", "simulation");
   ASSERT_NE(sim, nullptr);
   ASSERT_TRUE(sim->contains("first_divergence")) << sim->dump(2);
   EXPECT_EQ((*sim)["first_difference"]["tensor"], tensor);
@@ -411,7 +404,7 @@ TEST(DeployVerifyCli, ADivergenceCarriedFromAnEarlierTensorIsToldFromAnOpThatDif
 // entering it are the same in both runtimes, the quantization itself is what differs.
 void expectBrokenQuantizerNamed(const nlohmann::json& report, const std::string& victim,
                                 const std::string& tensor, int64_t compared) {
-  const nlohmann::json* sim = comparison(report, "qdq", "simulation");
+  const nlohmann::json* sim = verifyComparison(report, "qdq", "simulation");
   ASSERT_NE(sim, nullptr);
   ASSERT_TRUE(sim->contains("first_divergence")) << sim->dump(2);
   const nlohmann::json& d = (*sim)["first_divergence"];
@@ -500,7 +493,7 @@ TEST(DeployVerifyCli, ALogGridActivationIsTracedInCodesAndABrokenOneNamed) {
 TEST(DeployVerifyCli, ValuesPastTheNarrowRangeClampWhereTheInt8FileClamps) {
   const std::string dir = quantized("TensorRT");
   const nlohmann::json report = verifyJson(dir + " --data random:normal,std=5 --limit 64", 0);
-  const nlohmann::json* sim = comparison(report, "qdq", "simulation");
+  const nlohmann::json* sim = verifyComparison(report, "qdq", "simulation");
   ASSERT_NE(sim, nullptr);
   EXPECT_FALSE(sim->contains("first_difference")) << sim->dump(2);
   EXPECT_LT((*sim)["max_steps"].get<double>(), 0.5) << sim->dump(2);
@@ -517,7 +510,7 @@ TEST(DeployVerifyCli, ValuesPastTheNarrowRangeClampWhereTheInt8FileClamps) {
   ASSERT_EQ(q.exit_code, 0) << q.out;
   const nlohmann::json narrow =
       verifyJson(custom + "/out --data random:normal,std=5 --limit 64", 0);
-  const nlohmann::json* narrow_sim = comparison(narrow, "qdq", "simulation");
+  const nlohmann::json* narrow_sim = verifyComparison(narrow, "qdq", "simulation");
   ASSERT_NE(narrow_sim, nullptr);
   ASSERT_TRUE(narrow_sim->contains("first_difference")) << narrow_sim->dump(2);
   const auto& first = (*narrow_sim)["first_difference"];
@@ -540,7 +533,7 @@ TEST(DeployVerifyCli, AQuantizerSharedByValuesOfDifferentShapesIsTracedOnce) {
   ASSERT_EQ(q.exit_code, 0) << q.out;
   const nlohmann::json report = verifyJson(dir + " --limit 16", 0);
   EXPECT_TRUE(report["passed"].get<bool>()) << report.dump(2);
-  const nlohmann::json* sim = comparison(report, "qdq", "simulation");
+  const nlohmann::json* sim = verifyComparison(report, "qdq", "simulation");
   ASSERT_NE(sim, nullptr);
   EXPECT_GE((*sim)["exact_fraction"].get<double>(), 0.99) << sim->dump(2);
 }

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "support/cli_json.h"
 #include "support/cli_runner.h"
 #include "support/onnx_builder.h"
 #include "support/ort_dir.h"
@@ -119,14 +120,6 @@ std::vector<OpCase> opCases() {
   };
 }
 
-const nlohmann::json* comparison(const nlohmann::json& report, const std::string& model,
-                                 const std::string& reference) {
-  for (const auto& c : report["comparisons"]) {
-    if (c["model"] == model && c["reference"] == reference) return &c;
-  }
-  return nullptr;
-}
-
 class QdqOpVerify : public ::testing::TestWithParam<std::tuple<size_t, std::string>> {};
 
 TEST_P(QdqOpVerify, OrtEqualsTheEmulationAndTheSimulationWithinOneStep) {
@@ -143,11 +136,11 @@ TEST_P(QdqOpVerify, OrtEqualsTheEmulationAndTheSimulationWithinOneStep) {
       runCli("verify " + out + " --data random:normal,count=16,seed=7 --limit 16 --quiet --json",
              ortEnv());
   ASSERT_EQ(v.exit_code, 0) << v.out;
-  const nlohmann::json report = nlohmann::json::parse(v.out.substr(v.out.find('{')));
-  const nlohmann::json* simulation = comparison(report, "qdq", "simulation");
+  const nlohmann::json report = jsonOf(v);
+  const nlohmann::json* simulation = verifyComparison(report, "qdq", "simulation");
   ASSERT_NE(simulation, nullptr) << report.dump(2);
   EXPECT_EQ((*simulation)["within_one_step_fraction"].get<double>(), 1.0) << simulation->dump(2);
-  const nlohmann::json* emulation = comparison(report, "qdq", "emulation");
+  const nlohmann::json* emulation = verifyComparison(report, "qdq", "emulation");
   if (c.name == "MaxPool" && backend == "ONNXRuntime") {
     // ORT runs this MaxPool as com.microsoft NhwcMaxPool on uint8, which the emulation does not
     // restate, and the backend writes no QOperator model to stand in: verify says so, and the

@@ -19,4 +19,15 @@ inline nlohmann::json jsonOf(const CliResult& r) {
                                     : nlohmann::json::parse(r.out.substr(start));
 }
 
+// The comparison `model` vs `reference` ("qdq", "emulation") of a `qforge verify --json` report,
+// or nullptr.
+inline const nlohmann::json* verifyComparison(const nlohmann::json& report,
+                                              const std::string& model,
+                                              const std::string& reference) {
+  for (const auto& c : report["comparisons"]) {
+    if (c["model"] == model && c["reference"] == reference) return &c;
+  }
+  return nullptr;
+}
+
 }  // namespace qforge::testing

@@ -56,6 +56,28 @@ at::Tensor foldLanes(at::Tensor lanes) {
   return lanes;
 }
 
+// The sum of each row's squares [rows, 1] as MLAS's kernels add them: 8 float32 lanes of fused
+// multiply-adds over the whole packets, folded, then the remaining squares one by one (multiply,
+// then add).
+at::Tensor sumOfSquaresInLanes(const at::Tensor& rows) {
+  const int64_t n = rows.size(1);
+  const int64_t packets = n / kMlasFloatLanes;
+  at::Tensor sum = at::zeros({rows.size(0), 1}, rows.options());
+  if (packets > 0) {
+    at::Tensor lanes = at::zeros({rows.size(0), kMlasFloatLanes}, rows.options());
+    for (int64_t p = 0; p < packets; ++p) {
+      const at::Tensor v = rows.narrow(1, p * kMlasFloatLanes, kMlasFloatLanes);
+      lanes = fusedMultiplyAdd(v, v, lanes);
+    }
+    sum = foldLanes(lanes);
+  }
+  for (int64_t h = packets * kMlasFloatLanes; h < n; ++h) {
+    const at::Tensor v = rows.narrow(1, h, 1);
+    sum = sum + v * v;
+  }
+  return sum;
+}
+
 // The statistics and output of a normalization over rows [rows, n].
 struct Normalized {
   at::Tensor y;     // [rows, n]
@@ -97,17 +119,7 @@ Normalized mlasLayerNorm(const at::Tensor& rows, const at::Tensor& scale, const 
   const at::Tensor mean = (sum / static_cast<double>(n)).to(at::kFloat);
 
   const at::Tensor centred = rows - mean;
-  at::Tensor squares = at::zeros({rows.size(0), kMlasFloatLanes}, rows.options());
-  const int64_t packets = n / kMlasFloatLanes;
-  for (int64_t p = 0; p < packets; ++p) {
-    const at::Tensor d = centred.narrow(1, p * kMlasFloatLanes, kMlasFloatLanes);
-    squares = fusedMultiplyAdd(d, d, squares);
-  }
-  squares = foldLanes(squares);
-  for (int64_t h = packets * kMlasFloatLanes; h < n; ++h) {
-    const at::Tensor d = centred.narrow(1, h, 1);
-    squares = squares + d * d;
-  }
+  const at::Tensor squares = sumOfSquaresInLanes(centred);
   const at::Tensor inverse =
       at::ones_like(squares) /
       (squares / scalarLike(squares, static_cast<double>(n)) + scalarLike(squares, epsilon)).sqrt();
@@ -116,8 +128,8 @@ Normalized mlasLayerNorm(const at::Tensor& rows, const at::Tensor& scale, const 
   return {y, mean, inverse};
 }
 
-// The length of the rows an op normalizes (the axes from `axis` on) and its float32 parameters
-// flattened to one row; fails on another element type or a parameter of another size.
+// X as the rows an op normalizes (the axes from `axis` on); fails on another element type than
+// float32.
 struct Rows {
   int64_t length = 1;
   at::Tensor x;                     // [rows, length]
@@ -138,6 +150,8 @@ Rows rowsOf(const OpContext& ctx, const at::Tensor& x, int64_t axis) {
   return r;
 }
 
+// A float32 parameter of `length` values as one row [1, length], undefined when the input is
+// absent; fails on another size or type.
 at::Tensor parameter(const OpContext& ctx, size_t slot, int64_t length) {
   if (!ctx.hasInput(slot)) return {};
   const at::Tensor& p = ctx.input(slot);
@@ -196,23 +210,12 @@ std::vector<at::Tensor> simplifiedLayerNorm(const OpContext& ctx) {
   const Rows rows = rowsOf(ctx, x, ops::normalizeAxis(ctx, ctx.attrInt("axis", -1), x.dim()));
   const at::Tensor scale = parameter(ctx, 1, rows.length);
   const float epsilon = static_cast<float>(ctx.attrFloat("epsilon", 1e-5));
-  const int64_t packets = rows.length / kMlasFloatLanes;
-  at::Tensor sum = at::zeros({rows.x.size(0), 1}, x.options());
-  if (packets > 0) {
-    at::Tensor lanes = at::zeros({rows.x.size(0), kMlasFloatLanes}, x.options());
-    for (int64_t p = 0; p < packets; ++p) {
-      const at::Tensor v = rows.x.narrow(1, p * kMlasFloatLanes, kMlasFloatLanes);
-      lanes = fusedMultiplyAdd(v, v, lanes);
-    }
-    sum = foldLanes(lanes);
-  }
-  for (int64_t h = packets * kMlasFloatLanes; h < rows.length; ++h) {
-    const at::Tensor v = rows.x.narrow(1, h, 1);
-    sum = sum + v * v;
-  }
+  const at::Tensor sum = sumOfSquaresInLanes(rows.x);
   const at::Tensor root =
       (sum / scalarLike(sum, static_cast<double>(rows.length)) + scalarLike(sum, epsilon)).sqrt();
-  const at::Tensor normed = packets > 0 ? rows.x * (at::ones_like(root) / root) : rows.x / root;
+  // Rows of a whole packet or more scale by the inverse; shorter ones divide.
+  const at::Tensor normed =
+      rows.length >= kMlasFloatLanes ? rows.x * (at::ones_like(root) / root) : rows.x / root;
   return {(normed * scale).view(x.sizes())};
 }
 
