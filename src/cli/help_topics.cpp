@@ -212,9 +212,10 @@ std::vector<HelpBlock> algorithmsBlocks() {
       item("ClipStd {std_scale: 2.6}",
            "Mean plus or minus std_scale standard deviations, within [min, max]."),
       item("LsqInit", "LSQ's start: scale = 2 mean(|x|) / sqrt(qmax)."),
-      item("Kl {bins: 2048, quantized_bins: 0}",
+      item("Kl {bins: 2048, quantized_bins: 0, keep_first_bin: 0}",
            "TensorRT's entropy calibration on a histogram of |x| (0 quantized bins: from "
-           "the grid); per tensor."),
+           "the grid), its first bin (the zeros of ReLU and padding) discarded as TensorRT "
+           "does unless keep_first_bin: 1; per tensor."),
       item("PowerOfTwo {search_steps: 1, most_frequent: 0, min_log2_scale}",
            "The smallest power-of-two scale that covers the range; search_steps > 1 also "
            "tries smaller ones, keeping the least squared error, and most_frequent: 1 keeps "

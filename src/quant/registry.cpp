@@ -156,8 +156,8 @@ void registerBuiltinObservers(ObserverRegistry& r) {
     return std::make_unique<LsqInitObserver>(t, s);
   });
   r.add("Kl", [](const std::string& t, const QScheme& s, QuantOptions& o) {
-    return std::make_unique<KlObserver>(t, s, o.getInt("bins", 2048),
-                                        o.getInt("quantized_bins", 0));
+    return std::make_unique<KlObserver>(t, s, o.getInt("bins", 2048), o.getInt("quantized_bins", 0),
+                                        o.getBool("keep_first_bin", false));
   });
   r.add("PowerOfTwo", [](const std::string& t, const QScheme& s, QuantOptions& o) {
     PowerOfTwoObserver::Options options;

@@ -106,14 +106,17 @@ TEST(EntropyCalibrationTest, RejectsBadInput) {
   EXPECT_THROW(entropyCalibrate({1, -2, 3}, 1.0, 2), Error);
 }
 
-// The observer's 2048-bin histogram of |x| against one built here directly from the data.
-std::vector<double> directHistogram(const at::Tensor& x, int64_t bins, double top) {
+// The observer's 2048-bin histogram of |x| against one built here directly from the data, its
+// first bin discarded as TensorRT does unless kept.
+std::vector<double> directHistogram(const at::Tensor& x, int64_t bins, double top,
+                                    bool keep_first_bin = false) {
   std::vector<double> h(bins, 0.0);
   const at::Tensor a = x.abs().to(at::kDouble).contiguous();
   const double* v = a.data_ptr<double>();
   for (int64_t i = 0; i < a.numel(); ++i) {
     h[std::min<int64_t>(static_cast<int64_t>(v[i] / top * bins), bins - 1)] += 1.0;
   }
+  if (!keep_first_bin) h[0] = 0.0;
   return h;
 }
 
@@ -152,6 +155,37 @@ TEST(KlObserverTest, GrowingStreamStaysCloseToExactHistogram) {
   const Reference ref = literalTensorRt(directHistogram(all, 2048, amax), 128);
   EXPECT_NEAR(obs.calibration().threshold, std::min((ref.m + 0.5) * amax / 2048, amax),
               2.01 * amax / 2048);
+}
+
+// A ReLU's output: 60% exact zeros, the rest half-normal. Kept, the zeros' spike costs every wide
+// range (the spike spreads over a wide first group), so the search clips deep into the values;
+// discarded (TensorRT), the threshold is the literal algorithm's on the rest.
+TEST(KlObserverTest, DiscardsTheFirstBinAsTensorRtDoes) {
+  at::manual_seed(11);
+  const at::Tensor normal = at::randn({200000}).abs();
+  const at::Tensor x = normal * (at::rand({200000}) > 0.6).to(at::kFloat);
+  const double amax = x.max().item<double>();
+  const double width = amax / 2048;
+
+  KlObserver discarding("relu", QScheme::int8Symmetric());
+  discarding.observe(x);
+  const Reference ref = literalTensorRt(directHistogram(x, 2048, amax), 128);
+  EXPECT_NEAR(discarding.calibration().threshold, std::min((ref.m + 0.5) * width, amax),
+              1.01 * width);
+
+  KlObserver keeping("relu", QScheme::int8Symmetric(), 2048, 0, /*keep_first_bin=*/true);
+  keeping.observe(x);
+  const Reference kept = literalTensorRt(directHistogram(x, 2048, amax, true), 128);
+  EXPECT_NEAR(keeping.calibration().threshold, std::min((kept.m + 0.5) * width, amax),
+              1.01 * width);
+
+  // What the discard is for: the share of the non-zero values each range clips.
+  auto clippedShare = [&](double t) {
+    const at::Tensor nonzero = x.masked_select(x > 0);
+    return (nonzero > t).to(at::kDouble).mean().item<double>();
+  };
+  EXPECT_LT(clippedShare(discarding.calibration().threshold), 0.001);
+  EXPECT_GT(clippedShare(keeping.calibration().threshold), 0.01);
 }
 
 TEST(KlObserverTest, UnsignedGridUsesAllLevelsAndRefusesPerChannel) {

@@ -15,11 +15,12 @@ constexpr int64_t kOversampling = 8;
 }  // namespace
 
 KlObserver::KlObserver(std::string tensor_name, QScheme scheme, int64_t bins,
-                       int64_t quantized_bins)
+                       int64_t quantized_bins, bool keep_first_bin)
     : AbsHistogramObserver("Kl", std::move(tensor_name), scheme,
                            std::max<int64_t>(bins, 2) * kOversampling),
       bins_(bins),
-      quantized_bins_(quantized_bins > 0 ? quantized_bins : scheme.qmax() + 1) {
+      quantized_bins_(quantized_bins > 0 ? quantized_bins : scheme.qmax() + 1),
+      keep_first_bin_(keep_first_bin) {
   if (quantized_bins_ < 2 || bins_ < quantized_bins_) {
     fail("need at least as many histogram bins (" + std::to_string(bins_) +
          ") as quantized bins (" + std::to_string(quantized_bins_) + ")");
@@ -27,7 +28,9 @@ KlObserver::KlObserver(std::string tensor_name, QScheme scheme, int64_t bins,
 }
 
 std::vector<double> KlObserver::calibrationHistogram() const {
-  return histogram().resample(bins_, histogram().maxAbs());
+  std::vector<double> hist = histogram().resample(bins_, histogram().maxAbs());
+  if (!keep_first_bin_) hist[0] = 0.0;  // the largest |x| lies in the last bin, so some remain
+  return hist;
 }
 
 EntropyCalibration KlObserver::calibration() const {
