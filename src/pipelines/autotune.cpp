@@ -49,6 +49,27 @@ passes::QuantConfig withFixes(passes::QuantConfig config, const std::vector<Unit
   return config;
 }
 
+// The observers autotune tries for a kind of quantizer, in order: for per-tensor activations
+// Percentile (99.99), Kl (TensorRT's entropy calibration) and Mse; for weights, or per-channel
+// activations, Mse only (the histogram rules are per tensor).
+std::vector<nlohmann::json> candidateObservers(bool weights, const backends::QuantSpec& spec) {
+  const nlohmann::json mse = {{"observer", "Mse"}};
+  if (weights || spec.scheme.perChannel()) return {mse};
+  return {{{"observer", "Percentile"}, {"observer_options", {{"percentile", 99.99}}}},
+          {{"observer", "Kl"}},
+          mse};
+}
+
+std::string describeObserver(const nlohmann::json& observer) {
+  std::string text = observer["observer"].get<std::string>();
+  if (observer.contains("observer_options")) {
+    for (const auto& [key, value] : observer["observer_options"].items()) {
+      text += " " + key + " " + value.dump();
+    }
+  }
+  return text;
+}
+
 class Tuner {
  public:
   Tuner(const AutotuneOptions& o, const ProgressCallback& progress)
@@ -63,27 +84,37 @@ class Tuner {
     r_.target = o_.target_drop ? *o_.target_drop : *o_.target_sqnr;
     passes::QuantConfig best_config = runner_.startConfig();
     PtqResult best = trial("baseline", best_config);
+    double best_metric = r_.trials.back().metric;
     if (met()) return finish();
 
-    // Observers first: they cost nothing on the device.
+    // Observers first: they cost nothing on the device. Activations try the range rules the
+    // calibrators of TensorRT's and ONNX Runtime's tools offer (percentile, entropy, MSE); weights
+    // MSE, since the others are per tensor. Each is kept when it beats the best so far.
     for (const char* kind : {"activation", "weight"}) {
-      if (budgetSpent()) return finish();
+      const bool weights = std::string(kind) == "weight";
       const backends::QuantSpec& spec =
-          std::string(kind) == "weight" ? runner_.backend().weight : runner_.backend().activation;
-      const nlohmann::json& patch =
-          std::string(kind) == "weight" ? best_config.weight : best_config.activation;
-      if (spec.observer == "Mse" || (patch.is_object() && patch.value("observer", "") == "Mse"))
-        continue;
-      passes::QuantConfig candidate = best_config;
-      (std::string(kind) == "weight" ? candidate.weight : candidate.activation)["observer"] = "Mse";
-      const double before = r_.trials.back().metric;
-      const size_t index = r_.trials.size();
-      PtqResult tried = trial(std::string(kind) + " observer Mse", candidate);
-      if (r_.trials[index].metric > before) {
-        best_config = candidate;
-        best = std::move(tried);
+          weights ? runner_.backend().weight : runner_.backend().activation;
+      for (const nlohmann::json& observer : candidateObservers(weights, spec)) {
+        if (budgetSpent()) return finish();
+        const nlohmann::json& patch = weights ? best_config.weight : best_config.activation;
+        const std::string current = patch.is_object() && patch.contains("observer")
+                                        ? patch["observer"].get<std::string>()
+                                        : spec.observer;
+        if (current == observer["observer"]) continue;
+        passes::QuantConfig candidate = best_config;
+        nlohmann::json& changed = weights ? candidate.weight : candidate.activation;
+        if (!changed.is_object()) changed = nlohmann::json::object();
+        changed.erase("observer_options");  // a new observer starts without the old one's
+        changed.update(observer);
+        PtqResult tried =
+            trial(std::string(kind) + " observer " + describeObserver(observer), candidate);
+        if (r_.trials.back().metric > best_metric) {
+          best_metric = r_.trials.back().metric;
+          best_config = candidate;
+          best = std::move(tried);
+        }
+        if (met()) return finish();
       }
-      if (met()) return finish();
     }
 
     // Then the units that cost the most, a growing prefix of the ranking.

@@ -99,6 +99,39 @@ TEST(Autotune, WidensTheMostSensitiveUnitsUntilTheTargetIsMet) {
   EXPECT_NEAR(replayedSqnr(o, best.config), best.metric, 1e-9);
 }
 
+// Two far outliers among 40,000 calibration values set an 8-bit MinMax range 100 times wider
+// than the evaluation data's: the first observer trial, Percentile (99.99, so the 4 largest |x|
+// fall outside), clips them, and when that meets the target the search ends there with the
+// observer in the chosen config.
+TEST(Autotune, TriesPercentileBeforeAnyUnitAndKeepsItWhenItMeetsTheTarget) {
+  TempDir dir("autotune-observers");
+  const Graph graph = testing::convReluConv();
+  AutotuneOptions o = tuneOptions(graph, dir, 1000);
+  o.ptq.backend = testing::writeBackend(dir.file("eight.json"),
+                                        {{"weight", {{"bits", 8}}}, {"activation", {{"bits", 8}}}});
+  at::manual_seed(3);
+  at::Tensor calib = at::randn({800, 2, 5, 5});
+  calib.index_put_({0, 0, 0, 0}, 400.0f);
+  calib.index_put_({500, 1, 2, 2}, -400.0f);
+  o.ptq.calib = std::make_shared<testing::TensorDataset>(calib, at::Tensor(), "outliers");
+  o.ptq.calib_batches = 100;
+  o.max_trials = 2;
+  const AutotuneResult probe = autotune(o);
+  ASSERT_EQ(probe.trials.size(), 2u);
+  EXPECT_EQ(probe.trials[1].change, "activation observer Percentile percentile 99.99");
+  EXPECT_GT(probe.trials[1].metric, probe.trials[0].metric + 10);  // outliers cost 40+ dB
+
+  o.max_trials = 20;
+  o.target_sqnr = probe.trials[1].metric - 0.01;
+  const AutotuneResult r = autotune(o);
+  ASSERT_TRUE(r.met) << r.note;
+  EXPECT_EQ(r.trials.size(), 2u);
+  EXPECT_EQ(r.best, 1u);
+  EXPECT_EQ(r.trials[1].config["activation"]["observer"], "Percentile");
+  EXPECT_EQ(r.trials[1].wide_units + r.trials[1].float_units, 0);
+  EXPECT_NEAR(replayedSqnr(o, r.trials[1].config), r.trials[1].metric, 1e-9);
+}
+
 TEST(Autotune, ATargetOutOfReachKeepsTheBestTrialAndSaysWhy) {
   TempDir dir("autotune-miss");
   const Graph graph = testing::convReluConv();
