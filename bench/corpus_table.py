@@ -48,10 +48,13 @@ NPM_MODELS = {
     # PaddleOCR (Paddle2ONNX, weights as Constant nodes, HardSigmoid squeeze-excitation): crops
     # of skimage's pictures of printed text (a text detector's map is near zero everywhere on
     # photographs without text), normalised as PaddleOCR does (ImageNet mean/std for detection,
-    # [-1, 1] for the 48-pixel-high text line models).
+    # [-1, 1] for the 48-pixel-high text line models). The line models get single lines of the
+    # printed page, padded as PaddleOCR pads them; the direction classifier half of them upside
+    # down, which is what it is there to tell.
     "ppocr_v4_det": ("ppocr_v4_det.onnx", ("images", "3,320,320", "nchw", "imagenet", "text")),
-    "ppocr_v4_rec": ("ppocr_v4_rec.onnx", ("images", "3,48,320", "nchw", "pm1", "text")),
-    "ppocr_mobile_cls": ("ppocr_mobile_cls.onnx", ("images", "3,48,192", "nchw", "pm1", "text")),
+    "ppocr_v4_rec": ("ppocr_v4_rec.onnx", ("images", "3,48,320", "nchw", "pm1", "lines")),
+    "ppocr_mobile_cls": ("ppocr_mobile_cls.onnx",
+                         ("images", "3,48,192", "nchw", "pm1", "lines", 0.5)),
 }
 TORCHVISION = ["mobilenet_v3_small", "efficientnet_b0", "shufflenet_v2_x0_5", "squeezenet1_1",
                "densenet121", "convnext_tiny", "vit_small"]
@@ -109,13 +112,15 @@ def calibration(cache, name, spec):
         return spec[1]
     _, shape, layout, norm, *rest = spec
     pictures = rest[0] if rest else "photos"
+    turn = rest[1] if len(rest) > 1 else 0.0
     ensure_debian_package("python3-skimage", "skimage.data")
     folder = os.path.join(cache, "images", f"{shape.replace(',', 'x')}_{layout}_{norm}" +
-                          ("" if pictures == "photos" else "_" + pictures))
+                          ("" if pictures == "photos" else "_" + pictures) +
+                          (f"_turn{round(turn * 100)}" if turn else ""))
     if not os.path.isdir(folder):
         done = run(["/usr/bin/python3", os.path.join(ROOT, "bench/corpus/make_images.py"),
                     folder + ".tmp", "--shape", shape, "--layout", layout, "--norm", norm,
-                    "--count", "16", "--pictures", pictures])
+                    "--count", "16", "--pictures", pictures, "--turn", str(turn)])
         if done.returncode != 0:
             sys.exit("corpus_table.py: make_images.py: " + one_line(done.stderr))
         os.replace(folder + ".tmp", folder)

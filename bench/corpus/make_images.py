@@ -10,13 +10,18 @@ per sample (float32, no batch axis) in OUT_DIR.
 all 1). --norm: imagenet (mean/std), unit ([0, 1]), pm1 ([-1, 1]), raw255 ([0, 255]).
 --pictures text takes skimage's two pictures of printed text (`text`, `page`) instead of the
 photographs, cropped at the input's aspect ratio and never mirrored, so that lines of text keep
-their shape: what an OCR model's detector and line recogniser see.
+their shape: what an OCR model's detector sees. --pictures lines cuts single lines of `page` (found
+by their ink profile), one to all of a line's words each, resized to the input's height keeping
+their aspect and padded on the right with zeros after normalisation, as PaddleOCR's line
+classifier and recogniser are fed; --turn FRACTION turns that share of them upside down (what a
+text-direction classifier must recognise).
 """
 import argparse
 import os
 
 import numpy as np
 import skimage.data
+import skimage.filters
 import skimage.transform
 
 COLOUR = ["astronaut", "chelsea", "coffee", "hubble_deep_field", "immunohistochemistry", "retina",
@@ -25,6 +30,45 @@ GREY = ["camera", "coins", "moon", "brick", "grass", "gravel"]
 
 
 TEXT = ["text", "page"]
+
+
+def text_lines(page):
+    """(top, bottom, left, right) of each line of printed text in a grey page in [0, 1]: ink is
+    what lies 0.08 below the page's blurred brightness; a line is a run of at least 8 rows with ink
+    in over 5% of their pixels."""
+    background = skimage.filters.gaussian(page, sigma=8)
+    ink = (background - page) > 0.08
+    rows = ink.mean(axis=1) > 0.05
+    lines, top = [], None
+    for y, inked in enumerate(list(rows) + [False]):
+        if inked and top is None:
+            top = y
+        elif not inked and top is not None:
+            if y - top >= 8:
+                columns = np.flatnonzero(ink[top:y].any(axis=0))
+                lines.append((top, y, int(columns[0]), int(columns[-1]) + 1))
+            top = None
+    return lines
+
+
+def line_crops(count, height, width, rng):
+    """(rgb, used width) pairs: a span of one line of `page` with a margin of 1-4 rows, at least
+    twice as wide as high, resized to `height` keeping its aspect (squeezed to `width` when wider)
+    and left-aligned; the columns from `used width` on are padding."""
+    page = skimage.data.page().astype(np.float32) / 255.0
+    lines = text_lines(page)
+    for i in range(count):
+        top, bottom, left, right = lines[i % len(lines)]
+        margin = int(rng.integers(1, 5))
+        top, bottom = max(0, top - margin), min(page.shape[0], bottom + margin)
+        h = bottom - top
+        span = int(rng.uniform(min(2 * h, right - left), right - left + 1))
+        x = int(rng.integers(left, right - span + 1))
+        crop = np.stack([page[top:bottom, x:x + span]] * 3, axis=-1)
+        used = min(width, max(1, int(round(span * height / h))))
+        rgb = np.full((height, width, 3), 0.5, np.float32)
+        rgb[:, :used] = skimage.transform.resize(crop, (height, used), anti_aliasing=True)
+        yield rgb, used
 
 
 def photographs(names):
@@ -71,7 +115,8 @@ def main():
     p.add_argument("--count", type=int, default=64)
     p.add_argument("--norm", default="imagenet", choices=["imagenet", "unit", "pm1", "raw255"])
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--pictures", default="photos", choices=["photos", "text"])
+    p.add_argument("--pictures", default="photos", choices=["photos", "text", "lines"])
+    p.add_argument("--turn", type=float, default=0.0)
     a = p.parse_args()
     dims = [int(d) for d in a.shape.split(",")]
     channels, height, width = (dims if a.layout == "nchw" else [dims[2], dims[0], dims[1]])
@@ -80,9 +125,16 @@ def main():
     os.makedirs(a.out, exist_ok=True)
     rng = np.random.default_rng(a.seed)
     text = a.pictures == "text"
-    for i, rgb in enumerate(crops(a.count, height, width, rng, TEXT if text else COLOUR + GREY,
-                                  keep_aspect=text)):
+    if a.pictures == "lines":
+        samples = line_crops(a.count, height, width, rng)
+    else:
+        samples = ((rgb, width) for rgb in crops(a.count, height, width, rng,
+                                                 TEXT if text else COLOUR + GREY, keep_aspect=text))
+    for i, (rgb, used) in enumerate(samples):
         x = normalise(rgb, a.norm)
+        x[:, used:] = 0
+        if a.turn and rng.random() < a.turn:  # no draw otherwise: the crops stay as they were
+            x = x[::-1, ::-1]
         if channels == 1:
             x = x.mean(axis=-1, keepdims=True)
         elif channels == 4:
