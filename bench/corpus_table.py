@@ -117,14 +117,25 @@ def calibration(cache, name, spec):
     folder = os.path.join(cache, "images", f"{shape.replace(',', 'x')}_{layout}_{norm}" +
                           ("" if pictures == "photos" else "_" + pictures) +
                           (f"_turn{round(turn * 100)}" if turn else ""))
+    return "folder:" + make_crops(folder, spec)
+
+
+def make_crops(folder, spec, count=16, seed=0):
+    """`folder`, holding `count` crops of an ("images", shape, layout, norm[, pictures[, turn]])
+    spec made by make_images.py with `seed` unless it exists already."""
+    _, shape, layout, norm, *rest = spec
+    pictures = rest[0] if rest else "photos"
+    turn = rest[1] if len(rest) > 1 else 0.0
     if not os.path.isdir(folder):
         done = run(["/usr/bin/python3", os.path.join(ROOT, "bench/corpus/make_images.py"),
                     folder + ".tmp", "--shape", shape, "--layout", layout, "--norm", norm,
-                    "--count", "16", "--pictures", pictures, "--turn", str(turn)])
+                    "--count", str(count), "--seed", str(seed), "--pictures", pictures,
+                    "--turn", str(turn)])
         if done.returncode != 0:
-            sys.exit("corpus_table.py: make_images.py: " + one_line(done.stderr))
+            sys.exit(f"{os.path.basename(sys.argv[0])}: make_images.py: " +
+                     one_line(done.stderr))
         os.replace(folder + ".tmp", folder)
-    return "folder:" + folder
+    return folder
 
 
 def sqnr_db(reference, test):
@@ -187,7 +198,11 @@ def input_noise_floor(qforge, model, calib, work):
     """The output SQNR of the float model itself when its input moves by uniform noise of half an
     8-bit step of the input's range: what any quantizer that rounds the input to 8 bits can reach
     at best. A model that amplifies small input changes (M-LSD) stays far below 20 dB here."""
-    runs = dump_inputs(qforge, model, calib, work)
+    return noise_floor(model, dump_inputs(qforge, model, calib, work), work)
+
+
+def noise_floor(model, runs, work):
+    """input_noise_floor on given runs of the model's one input."""
     noisy_runs = []
     for k, (inputs, rows) in enumerate(runs):
         (name, path), = inputs.items()

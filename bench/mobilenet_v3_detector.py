@@ -88,23 +88,29 @@ class Detector(torch.nn.Module):
         return torch.sigmoid(logits)
 
 
-def train(cache):
-    torch.manual_seed(0)
-    torch.set_num_threads(int(os.environ.get("QFORGE_NUM_THREADS", os.cpu_count() or 1)))
-    images, masks = scenes(fashion_images("train"), 6000, seed=1)
-    model = Detector()
-    opt = torch.optim.Adam(model.parameters(), lr=2e-3)
+def adam_steps(model, inputs, targets, loss_fn, steps, lr, tag):
+    """`steps` Adam steps on batches of 32 drawn with a seeded generator per step, the loss
+    printed every 100 steps after `tag`; leaves the model in eval mode."""
+    opt = torch.optim.Adam(model.parameters(), lr=lr)
     model.train()
-    for step in range(600):
-        idx = np.random.default_rng(step).integers(0, len(images), 32)
-        x, y = torch.from_numpy(images[idx]), torch.from_numpy(masks[idx])
-        loss = F.binary_cross_entropy(model(x), y)
+    for step in range(steps):
+        idx = np.random.default_rng(step).integers(0, len(inputs), 32)
+        x, y = torch.from_numpy(inputs[idx]), torch.from_numpy(targets[idx])
+        loss = loss_fn(model(x), y)
         opt.zero_grad()
         loss.backward()
         opt.step()
         if step % 100 == 0:
-            print(f"mobilenet_v3_detector.py: step {step} loss {loss.item():.4f}", file=sys.stderr)
-    model.eval()
+            print(f"{tag}: step {step} loss {loss.item():.4f}", file=sys.stderr)
+    return model.eval()
+
+
+def train(cache):
+    torch.manual_seed(0)
+    torch.set_num_threads(int(os.environ.get("QFORGE_NUM_THREADS", os.cpu_count() or 1)))
+    images, masks = scenes(fashion_images("train"), 6000, seed=1)
+    model = adam_steps(Detector(), images, masks, F.binary_cross_entropy, 600, 2e-3,
+                       "mobilenet_v3_detector.py")
     test_x, test_y = scenes(fashion_images("t10k"), 256, seed=2)
     with torch.no_grad():
         pred = model(torch.from_numpy(test_x)).numpy() > 0.5

@@ -44,19 +44,8 @@ LEFT_OUT = {
 
 def crops(cache, name, spec, role, count, seed):
     """A folder of `count` crops for `role` (calib, val, held) of the model's kind."""
-    _, shape, layout, norm, *rest = spec
-    pictures = rest[0] if rest else "photos"
-    turn = rest[1] if len(rest) > 1 else 0.0
-    folder = os.path.join(cache, "images", "sqnr", f"{name}_{role}")
-    if not os.path.isdir(folder):
-        done = ct.run(["/usr/bin/python3", os.path.join(ct.ROOT, "bench/corpus/make_images.py"),
-                       folder + ".tmp", "--shape", shape, "--layout", layout, "--norm", norm,
-                       "--count", str(count), "--seed", str(seed), "--pictures", pictures,
-                       "--turn", str(turn)])
-        if done.returncode != 0:
-            sys.exit("tensorrt_sqnr.py: make_images.py: " + ct.one_line(done.stderr))
-        os.replace(folder + ".tmp", folder)
-    return folder
+    return ct.make_crops(os.path.join(cache, "images", "sqnr", f"{name}_{role}"), spec, count,
+                         seed)
 
 
 def stacked_input(qforge, model, folder, work):
@@ -65,24 +54,13 @@ def stacked_input(qforge, model, folder, work):
     x = np.stack([np.load(os.path.join(folder, f)) for f in sorted(os.listdir(folder))])
     path = os.path.join(work, "held.npy")
     np.save(path, x)
-    return [({name: path}, True)], x
+    return [({name: path}, True)]
 
 
-def held_out_sqnr(model, qdq, runs, work, qdq_runs=None):
+def held_out_sqnr(model, qdq, runs, work):
     ref = ct.ort_runs(model, runs, work)
-    got = ct.ort_runs(qdq, qdq_runs or runs, work)
+    got = ct.ort_runs(qdq, runs, work)
     return min(ct.sqnr_db(r, g) for r, g in zip(ref, got) if r.dtype.kind == "f")
-
-
-def input_floor(model, runs, x, work):
-    """The float model's own output SQNR when its input moves by uniform noise of half an 8-bit
-    step of the input's range: what any quantizer rounding the input to 8 bits reaches at best."""
-    step = (float(x.max()) - float(x.min())) / 255
-    noisy = x + np.random.default_rng(0).uniform(-step / 2, step / 2, x.shape).astype(x.dtype)
-    (name, _), = runs[0][0].items()
-    path = os.path.join(work, "held_noisy.npy")
-    np.save(path, noisy)
-    return held_out_sqnr(model, model, runs, work, [({name: path}, True)])
 
 
 def quantized(qforge, model, backend, calib, calib_count, work, extra=()):
@@ -148,8 +126,8 @@ def main():
         held = crops(a.cache, name, spec, "held", 16, 7)
         row = {}
         with tempfile.TemporaryDirectory() as work:
-            runs, x = stacked_input(a.qforge, path, held, work)
-            row["input_floor_db"] = input_floor(path, runs, x, work)
+            runs = stacked_input(a.qforge, path, held, work)
+            row["input_floor_db"] = ct.noise_floor(path, runs, work)
             try:
                 with tempfile.TemporaryDirectory() as w:
                     out = quantized(a.qforge, path, a.backend, calib, a.calib, w)

@@ -35,7 +35,7 @@ import torchvision.models as tvm
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import corpus_table as ct  # noqa: E402
 import tensorrt_sqnr as ts  # noqa: E402
-from mobilenet_v3_detector import FASHION  # noqa: E402
+from mobilenet_v3_detector import FASHION, adam_steps  # noqa: E402
 
 # name -> (constructor, opset, Adam steps of 32, learning rate). EfficientNet's float model
 # trained so answers a few images with logits of +-170, which dominate a pooled SQNR; 800 steps at
@@ -68,20 +68,8 @@ def train(name, cache):
     torch.manual_seed(0)
     torch.set_num_threads(int(os.environ.get("QFORGE_NUM_THREADS", os.cpu_count() or 1)))
     images, labels = fashion("train", slice(0, 20000))
-    model = build()
-    opt = torch.optim.Adam(model.parameters(), lr=lr)
-    model.train()
-    for step in range(steps):
-        idx = np.random.default_rng(step).integers(0, len(images), 32)
-        x, y = torch.from_numpy(images[idx]), torch.from_numpy(labels[idx])
-        loss = F.cross_entropy(model(x), y)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        if step % 100 == 0:
-            print(f"trained_classifiers.py: {name} step {step} loss {loss.item():.4f}",
-                  file=sys.stderr)
-    model.eval()
+    model = adam_steps(build(), images, labels, F.cross_entropy, steps, lr,
+                       f"trained_classifiers.py: {name}")
     test_x, test_y = fashion("t10k", slice(1000, 2000))
     with torch.no_grad():
         top1 = (model(torch.from_numpy(test_x)).argmax(1).numpy() == test_y).mean()
@@ -126,8 +114,8 @@ def main():
         path = train(name, a.cache)
         top1 = float(open(path + ".top1").read())
         with tempfile.TemporaryDirectory() as work:
-            runs, x = ts.stacked_input(a.qforge, path, held, work)
-            floor = ts.input_floor(path, runs, x, work)
+            runs = ts.stacked_input(a.qforge, path, held, work)
+            floor = ct.noise_floor(path, runs, work)
             reference = ct.ort_runs(path, runs, work)[0]
             figures, accuracy = {}, [(reference.argmax(1) == held_labels).mean()]
             for label, extra in (("naive", []),
