@@ -121,7 +121,7 @@ def qat(
     weight_decay: float = 0.0,
     step_epochs: int = 1,
     step_gamma: float = 0.1,
-    freeze_bn_epoch: int = -1,
+    freeze_bn_epoch: Optional[int] = None,
     augment_shift: int = 0,
     augment_flip: bool = False,
     label_smoothing: float = 0.0,

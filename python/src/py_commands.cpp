@@ -211,13 +211,14 @@ py::object qat(const py::object& model, const std::string& backend, const py::ob
                const std::string& optimizer, const std::string& schedule, const std::string& algo,
                const py::object& loss, double distill_temperature, const std::string& config,
                const std::string& passes, int64_t limit, int64_t max_steps, double momentum,
-               double weight_decay, int64_t step_epochs, double step_gamma, int64_t freeze_bn_epoch,
-               int64_t augment_shift, bool augment_flip, double label_smoothing,
-               bool freeze_weights, double quantizer_lr_scale, const py::object& calib,
-               int64_t calib_batches, int64_t calib_batch, const py::object& eval,
-               int64_t eval_limit, int64_t eval_batch, uint64_t seed, const std::string& resume,
-               const std::string& csv, int world_size, int rank, const std::string& master,
-               double timeout, bool deploy, bool quiet, const py::object& progress) {
+               double weight_decay, int64_t step_epochs, double step_gamma,
+               std::optional<int64_t> freeze_bn_epoch, int64_t augment_shift, bool augment_flip,
+               double label_smoothing, bool freeze_weights, double quantizer_lr_scale,
+               const py::object& calib, int64_t calib_batches, int64_t calib_batch,
+               const py::object& eval, int64_t eval_limit, int64_t eval_batch, uint64_t seed,
+               const std::string& resume, const std::string& csv, int world_size, int rank,
+               const std::string& master, double timeout, bool deploy, bool quiet,
+               const py::object& progress) {
   pipelines::QatPipelineOptions o;
   o.model_path = pathOf(model, "model");
   o.backend = backend;
@@ -251,7 +252,8 @@ py::object qat(const py::object& model, const std::string& backend, const py::ob
   t.weight_decay = weight_decay;
   t.step_epochs = step_epochs;
   t.step_gamma = step_gamma;
-  t.freeze_bn_epoch = freeze_bn_epoch;
+  t.freeze_bn_epoch = freeze_bn_epoch.value_or(-1);
+  o.freeze_bn_epoch_given = freeze_bn_epoch.has_value();
   t.augment_shift = augment_shift;
   t.augment_flip = augment_flip;
   t.label_smoothing = label_smoothing;
@@ -387,13 +389,13 @@ void bindCommands(py::module_& m) {
         "out"_a = py::none(), "epochs"_a = 1, "batch"_a = 64, "lr"_a = 1e-3, "optimizer"_a = "sgd",
         "schedule"_a = "cosine", "algo"_a = "", "loss"_a = "auto", "distill_temperature"_a = 1.0,
         "config"_a = "", "passes"_a = "", "limit"_a = 0, "max_steps"_a = 0, "momentum"_a = 0.9,
-        "weight_decay"_a = 0.0, "step_epochs"_a = 1, "step_gamma"_a = 0.1, "freeze_bn_epoch"_a = -1,
-        "augment_shift"_a = 0, "augment_flip"_a = false, "label_smoothing"_a = 0.0,
-        "freeze_weights"_a = false, "quantizer_lr_scale"_a = 1.0, "calib"_a = py::none(),
-        "calib_batches"_a = 16, "calib_batch"_a = 64, "eval"_a = py::none(), "eval_limit"_a = 0,
-        "eval_batch"_a = 200, "seed"_a = 0, "resume"_a = "", "csv"_a = "", "world_size"_a = 1,
-        "rank"_a = 0, "master"_a = "127.0.0.1:29500", "timeout"_a = 300.0, "deploy"_a = true,
-        "quiet"_a = false, "progress"_a = py::none());
+        "weight_decay"_a = 0.0, "step_epochs"_a = 1, "step_gamma"_a = 0.1,
+        "freeze_bn_epoch"_a = py::none(), "augment_shift"_a = 0, "augment_flip"_a = false,
+        "label_smoothing"_a = 0.0, "freeze_weights"_a = false, "quantizer_lr_scale"_a = 1.0,
+        "calib"_a = py::none(), "calib_batches"_a = 16, "calib_batch"_a = 64, "eval"_a = py::none(),
+        "eval_limit"_a = 0, "eval_batch"_a = 200, "seed"_a = 0, "resume"_a = "", "csv"_a = "",
+        "world_size"_a = 1, "rank"_a = 0, "master"_a = "127.0.0.1:29500", "timeout"_a = 300.0,
+        "deploy"_a = true, "quiet"_a = false, "progress"_a = py::none());
   m.def("deploy", &deployCommand, "A saved prepared model's deploy files, as `qforge deploy`.",
         "prepared"_a, py::kw_only(), "out"_a);
   m.def("verify", &verifyCommand,

@@ -134,6 +134,12 @@ void QatTrainer::saveCheckpoint() {
   saveQatCheckpoint(c, config_.checkpoint_path);
 }
 
+void QatTrainer::readLossFrom(const std::string& value) {
+  require(model_.graph().findValue(value) != nullptr,
+          "the QAT loss is to read value '" + value + "', which the model does not have");
+  loss_value_ = value;
+}
+
 void QatTrainer::resume(const std::string& checkpoint_path) {
   const QatCheckpoint c = loadQatCheckpoint(checkpoint_path);
   // The state comes from the file: libtorch refusing a piece of it (an RNG state of the wrong
@@ -210,7 +216,7 @@ QatReport QatTrainer::train(std::shared_ptr<data::Dataset> dataset, data::Loader
   run.rank = group_ ? group_->rank() : 0;
   run.loader.batch_size = config_.batch_size * run.world;
   run.input = dataInput(model_.graph()).name();
-  run.output = model_.graph().outputs().front()->name();
+  run.output = loss_value_.empty() ? model_.graph().outputs().front()->name() : loss_value_;
   QatReport& report = run.report;
   report.resumed = resumed_;
   report.resumed_at_step = resumed_ ? global_step_ : 0;

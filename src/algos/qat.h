@@ -68,6 +68,10 @@ class QatTrainer {
   QatTrainer(const QatTrainer&) = delete;
   QatTrainer& operator=(const QatTrainer&) = delete;
 
+  // The loss reads this value of the model (a distillation loss: the scores before the output's
+  // Softmax) instead of the first output; throws naming a value the graph does not have.
+  void readLossFrom(const std::string& value);
+
   // Continues from a checkpoint of a run with the same model and settings (throws naming the
   // settings that differ).
   void resume(const std::string& checkpoint_path);
@@ -108,6 +112,7 @@ class QatTrainer {
   passes::PreparedModel& model_;
   QatConfig config_;
   QatLoss loss_;
+  std::string loss_value_;  // "" : the first output
   ProcessGroup* group_;
   std::shared_ptr<passes::BatchNormTraining> bn_state_;
   std::unique_ptr<OpRegistry> registry_;

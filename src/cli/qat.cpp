@@ -172,8 +172,9 @@ std::pair<CLI::App*, std::function<int()>> addQatCommand(CLI::App& app) {
       ->type_name(value_type::kFile);
   sub->add_option("--loss", o->loss,
                   "Training loss: auto (cross entropy for labelled data and [batch, classes] "
-                  "scores, else mse), cross-entropy, or mse / kl: distillation from the float "
-                  "model's output, no labels needed")
+                  "scores, else kl for a Softmax output, else mse), cross-entropy, or mse / kl: "
+                  "distillation from the float model's output, no labels needed (kl and cross "
+                  "entropy read the scores a final Softmax reads)")
       ->capture_default_str();
   sub->add_option("--distill-temperature", o->distill_temperature,
                   "Softening temperature of --loss kl")
@@ -198,8 +199,9 @@ std::pair<CLI::App*, std::function<int()>> addQatCommand(CLI::App& app) {
   sub->add_option("--limit", o->limit, "Training samples per epoch (0: all)");
   sub->add_option("--max-steps", t->max_steps, "Stop after N optimizer steps (0: no limit)");
   sub->add_option("--freeze-bn-epoch", t->freeze_bn_epoch,
-                  "From this epoch (0-based) BN uses and keeps its running statistics (-1: never)")
-      ->capture_default_str();
+                  "From this epoch (0-based) BN uses and keeps its running statistics (-1: never; "
+                  "default -1, or 0 with a distillation loss)")
+      ->each([o](const std::string&) { o->freeze_bn_epoch_given = true; });
   sub->add_option("--augment-shift", t->augment_shift,
                   "Shift training images by up to N pixels at random (zero padded)");
   sub->add_flag("--augment-flip", t->augment_flip,

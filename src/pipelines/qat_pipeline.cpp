@@ -67,6 +67,10 @@ struct QatRun {
   std::optional<Graph> float_graph;
   std::optional<data::BatchLoader> eval_loader;
   std::shared_ptr<data::Dataset> train_data;
+  // Set by chooseLoss: whether the loss distils the float model, and which value of the model
+  // it reads (distillationTarget of this kind; none: the first output).
+  bool distilling = false;
+  std::optional<algos::DistillationKind> loss_reads;
   QatPipelineResult result;
 };
 
@@ -214,26 +218,52 @@ bool writesClassScores(const Graph& g) {
   return !out->type.shape.has_value() || out->type.shape->size() == 2;
 }
 
-// The loss --loss names; "auto" picks cross entropy only where it can work. Empty: the trainer's
-// default (cross entropy with the config's label smoothing).
+// Whether the model's first output is a Softmax or LogSoftmax: then the losses that compare
+// class distributions read the scores before it.
+bool endsInSoftmax(const Graph& g) {
+  return algos::distillationTarget(g, algos::DistillationKind::Kl).before_softmax;
+}
+
+// The loss --loss names; "auto" picks cross entropy only where it can work, and without labels
+// KL for a Softmax output (its scores), else MSE. Empty: the trainer's default (cross entropy
+// with the config's label smoothing).
 algos::QatLoss chooseLoss(QatRun& run) {
   const QatPipelineOptions& o = run.o;
   if (o.custom_loss) {
     run.result.report.loss = o.custom_loss_name;
     return o.custom_loss;
   }
+  const bool softmax = endsInSoftmax(*run.float_graph);
   std::string loss = o.loss;
   if (loss == "auto") {
     loss = run.train_data->hasLabels() && writesClassScores(*run.float_graph) ? "cross-entropy"
+           : softmax                                                          ? "kl"
                                                                               : "mse";
   }
   if (loss == "cross-entropy") {
-    run.result.report.loss = "cross entropy";
+    run.loss_reads =
+        softmax ? algos::DistillationKind::Kl : std::optional<algos::DistillationKind>();
+    run.result.report.loss =
+        softmax ? "cross entropy, on the scores the output's Softmax reads" : "cross entropy";
     return {};
   }
   const algos::DistillationKind kind = algos::parseDistillationKind(loss);  // settle() checked
-  run.result.report.loss = std::string("distillation (") + algos::toString(kind) + ")";
+  run.distilling = true;
+  run.loss_reads = kind;
+  run.result.report.loss = std::string("distillation (") + algos::toString(kind) +
+                           (kind == algos::DistillationKind::Kl && softmax
+                                ? ", on the scores the output's Softmax reads)"
+                                : ")");
   return algos::distillationLoss(*run.float_graph, kind, o.distill_temperature);
+}
+
+// Distillation fine-tunes a trained model on a few unlabelled batches: BN statistics of such
+// small batches are not the population's (PaddleOCR rec, 8 text lines a batch: a KL of 2.4 at
+// the first step instead of 0.5), so BN keeps its running statistics from the start unless
+// the caller chose an epoch.
+void settleBatchNorm(QatRun& run) {
+  if (run.distilling && !run.o.freeze_bn_epoch_given && run.config.freeze_bn_epoch < 0)
+    run.config.freeze_bn_epoch = 0;
 }
 
 // After training: BN merged, top-1 of the trained model, and on rank 0 the deploy files, the
@@ -278,7 +308,12 @@ QatPipelineResult runQatPipeline(const QatPipelineOptions& o, const ProgressCall
   settle(run);
   prepareAndCalibrate(run);
   run.train_data = openSource(o.data, *run.float_graph);
-  algos::QatTrainer trainer(*run.result.model, run.config, chooseLoss(run), run.group);
+  algos::QatLoss loss = chooseLoss(run);
+  settleBatchNorm(run);
+  algos::QatTrainer trainer(*run.result.model, run.config, std::move(loss), run.group);
+  if (run.loss_reads)
+    trainer.readLossFrom(
+        algos::distillationTarget(run.result.model->graph(), *run.loss_reads).value);
   if (!run.resume_checkpoint.empty()) trainer.resume(run.resume_checkpoint);
   train(run, trainer);
 

@@ -46,8 +46,9 @@ struct QatPipelineOptions {
   std::string algo;
   DataSource data = "fashion-mnist:train";
   // The training loss: "auto" (cross entropy when the data has labels and the model writes
-  // [batch, classes] scores, else distillation "mse"), "cross-entropy", "mse" or "kl" (both
-  // distill the float model's output: no labels needed).
+  // [batch, classes] scores, else distillation: "kl" for a Softmax output, else "mse"),
+  // "cross-entropy", "mse" or "kl" (both distill the float model's output: no labels needed).
+  // Cross entropy and kl read the scores a final Softmax or LogSoftmax reads.
   std::string loss = "auto";
   double distill_temperature = 1.0;  // KL's softening temperature
   // A caller's own loss (a Python callable, say), named `custom_loss_name` in the report; it
@@ -58,6 +59,8 @@ struct QatPipelineOptions {
   // Epochs, batch size per rank, optimizer, schedule... The pipeline sets checkpoint_path
   // (OUT/checkpoint.pt); `stop` is the caller's (a signal handler's flag, say).
   algos::QatConfig training;
+  // False: training.freeze_bn_epoch is a default, and a distilling run freezes BN from epoch 0.
+  bool freeze_bn_epoch_given = false;
   DataSource calib;  // empty: `data`
   int64_t calib_batches = 16;
   int64_t calib_batch = 64;

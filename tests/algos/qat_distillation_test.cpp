@@ -1,10 +1,13 @@
 // Distillation losses for QAT without labels: MSE and temperature-scaled KL checked against
 // closed forms and PyTorch's own kl_div, the float teacher run on the batch inputs, gradients
-// reaching the student, and the errors for mismatched outputs and unknown kinds.
+// reaching the student, KL on the scores a final Softmax reads (along its axis, or flattened
+// before opset 13), and the errors for mismatched outputs and unknown kinds.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <optional>
+#include <vector>
 
 #include "algos/qat_distillation.h"
 #include "pipelines/tiny_classifier.h"
@@ -54,6 +57,125 @@ TEST(QatDistillation, TheTeacherIsTheFloatModelOnTheSameInputs) {
   value.backward();
   // d/ds mean((s - t)^2) = 2 (s - t) / n: gradients reach the student, not the teacher.
   expectClose(student.grad(), 2 * (student.detach() - target) / student.numel(), 1e-6);
+}
+
+// linearClassifier() with Softmax(axis) after its scores, at `opset`.
+Graph softmaxClassifier(int64_t opset, std::optional<int64_t> axis) {
+  Graph g = linearClassifier();
+  g.model.opset_imports[""] = opset;
+  Value* scores = g.outputs().front();
+  Node* softmax = g.addNode("Softmax", {scores}, {"probabilities"}, "softmax");
+  if (axis) softmax->attributes.set(Attribute::makeInt("axis", *axis));
+  g.setOutputs({softmax->output(0)});
+  return g;
+}
+
+// KL(q || p) of one distribution's scores, written out.
+double klOfScores(const std::vector<double>& student, const std::vector<double>& teacher) {
+  double zp = 0, zq = 0;
+  for (size_t i = 0; i < student.size(); ++i) {
+    zp += std::exp(student[i]);
+    zq += std::exp(teacher[i]);
+  }
+  double kl = 0;
+  for (size_t i = 0; i < student.size(); ++i) {
+    const double q = std::exp(teacher[i]) / zq;
+    kl += q * (std::log(q) - (student[i] - std::log(zp)));
+  }
+  return kl;
+}
+
+TEST(QatDistillation, KlReadsTheScoresBeforeAFinalSoftmaxAlongItsAxis) {
+  const algos::DistillationTarget kl =
+      algos::distillationTarget(softmaxClassifier(13, 1), algos::DistillationKind::Kl);
+  EXPECT_EQ(kl.value, "y");
+  EXPECT_TRUE(kl.before_softmax);
+  EXPECT_EQ(kl.class_axis, 1);
+  EXPECT_FALSE(kl.classes_from_axis);
+  // Opset 13 defaults to the last axis; before 13 Softmax flattens from axis 1.
+  EXPECT_EQ(
+      algos::distillationTarget(softmaxClassifier(13, {}), algos::DistillationKind::Kl).class_axis,
+      -1);
+  const algos::DistillationTarget old =
+      algos::distillationTarget(softmaxClassifier(11, {}), algos::DistillationKind::Kl);
+  EXPECT_EQ(old.class_axis, 1);
+  EXPECT_TRUE(old.classes_from_axis);
+  // MSE compares what the model outputs; so does KL without a Softmax at the end.
+  EXPECT_EQ(algos::distillationTarget(softmaxClassifier(13, 1), algos::DistillationKind::Mse).value,
+            "probabilities");
+  const algos::DistillationTarget plain =
+      algos::distillationTarget(linearClassifier(), algos::DistillationKind::Kl);
+  EXPECT_EQ(plain.value, "y");
+  EXPECT_FALSE(plain.before_softmax);
+  EXPECT_EQ(plain.class_axis, 1);
+}
+
+TEST(QatDistillation, KlAlongTheLastAxisAveragesOverEveryOtherPosition) {
+  // A recogniser's [batch 2, steps 3, classes 4]: every step is a distribution.
+  at::manual_seed(3);
+  const at::Tensor student = at::randn({2, 3, 4}, at::kDouble);
+  const at::Tensor teacher = at::randn({2, 3, 4}, at::kDouble);
+  algos::DistillationTarget last;
+  last.class_axis = -1;
+  double want = 0;
+  for (int64_t b = 0; b < 2; ++b) {
+    for (int64_t s = 0; s < 3; ++s) {
+      std::vector<double> p, q;
+      for (int64_t c = 0; c < 4; ++c) {
+        p.push_back(student[b][s][c].item<double>());
+        q.push_back(teacher[b][s][c].item<double>());
+      }
+      want += klOfScores(p, q);
+    }
+  }
+  EXPECT_NEAR(algos::klDistillation(student, teacher, 1.0, last).item<double>(), want / 6, 1e-9);
+
+  // Flattened from axis 1 (Softmax before opset 13): one distribution of 12 per sample.
+  algos::DistillationTarget flat;
+  flat.classes_from_axis = true;
+  want = 0;
+  for (int64_t b = 0; b < 2; ++b) {
+    std::vector<double> p, q;
+    for (int64_t i = 0; i < 12; ++i) {
+      p.push_back(student[b].reshape({-1})[i].item<double>());
+      q.push_back(teacher[b].reshape({-1})[i].item<double>());
+    }
+    want += klOfScores(p, q);
+  }
+  EXPECT_NEAR(algos::klDistillation(student, teacher, 1.0, flat).item<double>(), want / 2, 1e-9);
+}
+
+TEST(QatDistillation, TheTeacherGivesItsScoresBeforeTheSoftmaxAndItsAxis) {
+  // A recogniser's shape: x [N, 2 steps, 4] -> MatMul W^T [4, 3] -> Softmax over the last axis.
+  Graph teacher;
+  Value* x = teacher.addValue("x");
+  x->type =
+      TensorType{DType::Float, std::vector<Dim>{Dim::symbolic("N"), Dim::known(2), Dim::known(4)}};
+  teacher.addInput(x);
+  Node* matmul = teacher.addNode(
+      "MatMul", {x, teacher.addInitializer("wt", classifierWeight().t().contiguous())}, {"scores"},
+      "fc");
+  Node* softmax = teacher.addNode("Softmax", {matmul->output(0)}, {"p"}, "softmax");
+  teacher.addOutput(softmax->output(0));
+  at::manual_seed(4);
+  data::Batch batch;
+  batch.inputs = at::randn({5, 2, 4});
+  const at::Tensor student = at::randn({5, 2, 3});
+  const at::Tensor value =
+      algos::distillationLoss(teacher, algos::DistillationKind::Kl)(student, batch);
+  const at::Tensor scores = at::matmul(batch.inputs, classifierWeight().t()).to(at::kDouble);
+  double want = 0;
+  for (int64_t n = 0; n < 5; ++n) {
+    for (int64_t s = 0; s < 2; ++s) {
+      std::vector<double> p, q;
+      for (int64_t c = 0; c < 3; ++c) {
+        p.push_back(student[n][s][c].item<double>());
+        q.push_back(scores[n][s][c].item<double>());
+      }
+      want += klOfScores(p, q);
+    }
+  }
+  EXPECT_NEAR(value.item<double>(), want / 10, 1e-5);
 }
 
 TEST(QatDistillation, RefusesMismatchedOutputsAndUnknownKinds) {

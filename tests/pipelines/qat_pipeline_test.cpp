@@ -222,6 +222,58 @@ TEST(QatPipeline, WithoutLabelsTheLossDistillsTheFloatModel) {
   EXPECT_FALSE(std::filesystem::exists(bad.o.out));
 }
 
+TEST(QatPipeline, DistillingASoftmaxOutputComparesScoresWithBatchNormFrozen) {
+  TinyQat t;
+  Node* softmax = t.graph.addNode("Softmax", {t.graph.outputs().front()}, {"p"}, "softmax");
+  softmax->attributes.set(Attribute::makeInt("axis", 1));
+  t.graph.setOutputs({softmax->output(0)});
+  t.o.data = std::make_shared<TensorDataset>(classifierInputs(32, 3), at::Tensor(), "unlabelled");
+  t.o.calib = classifierData(16, 3, "calib");
+  t.o.deploy = false;
+  const pipelines::QatPipelineResult r = pipelines::runQatPipeline(t.o);  // loss "auto"
+  EXPECT_EQ(r.report.loss, "distillation (kl, on the scores the output's Softmax reads)");
+  ASSERT_EQ(r.report.training.epochs.size(), 2u);
+  for (const algos::QatEpochResult& e : r.report.training.epochs)
+    EXPECT_TRUE(e.bn_frozen);
+
+  // An epoch the caller gives stands, -1 (never) included; MSE compares the probabilities.
+  TinyQat chosen;
+  chosen.graph = t.graph.clone();
+  chosen.o.data = t.o.data;
+  chosen.o.calib = t.o.calib;
+  chosen.o.deploy = false;
+  chosen.o.loss = "mse";
+  chosen.o.freeze_bn_epoch_given = true;
+  const pipelines::QatPipelineResult given = pipelines::runQatPipeline(chosen.o);
+  EXPECT_EQ(given.report.loss, "distillation (mse)");
+  for (const algos::QatEpochResult& e : given.report.training.epochs)
+    EXPECT_FALSE(e.bn_frozen);
+}
+
+TEST(QatPipeline, CrossEntropyOfASoftmaxClassifierReadsItsScores) {
+  TinyQat t;
+  Node* softmax = t.graph.addNode("Softmax", {t.graph.outputs().front()}, {"p"}, "softmax");
+  softmax->attributes.set(Attribute::makeInt("axis", 1));
+  t.graph.setOutputs({softmax->output(0)});
+  const at::Tensor x = classifierInputs(8, 5);
+  const at::Tensor labels = classifierLabels(x, 5);
+  t.o.data = std::make_shared<TensorDataset>(x, labels, "one batch");
+  t.o.calib = classifierData(16, 3, "calib");
+  t.o.deploy = false;
+  t.o.training.epochs = 1;
+  const pipelines::QatPipelineResult r = pipelines::runQatPipeline(t.o);
+  EXPECT_EQ(r.report.loss, "cross entropy, on the scores the output's Softmax reads");
+  // One step: the loss is the cross entropy of the (8-bit) scores, not of the probabilities
+  // taken as scores (0.84 here, against 0.59 for the scores).
+  ASSERT_EQ(r.report.training.epochs.size(), 1u);
+  const at::Tensor scores = at::addmm(classifierBias(), x, classifierWeight().t());
+  const double of_scores = at::cross_entropy_loss(scores, labels).item<double>();
+  const double of_probabilities =
+      at::cross_entropy_loss(at::softmax(scores, 1), labels).item<double>();
+  EXPECT_GT(std::abs(of_scores - of_probabilities), 0.1);
+  EXPECT_NEAR(r.report.training.epochs[0].loss, of_scores, 0.02);
+}
+
 TEST(QatPipeline, ACallersLossTrainsInsteadOfTheDefault) {
   // The caller's loss is ATen's cross entropy, what the default loss computes: the same trained
   // weights, bit for bit, and the loss runs once per step on the step's batch.
