@@ -85,6 +85,22 @@ double klOfScores(const std::vector<double>& student, const std::vector<double>&
   return kl;
 }
 
+// The mean of klOfScores over the rows of [rows, classes] scores, read one value at a time.
+double meanKlOfRows(const at::Tensor& student, const at::Tensor& teacher) {
+  const at::Tensor p = student.to(at::kDouble).contiguous(),
+                   q = teacher.to(at::kDouble).contiguous();
+  double sum = 0;
+  for (int64_t r = 0; r < p.size(0); ++r) {
+    std::vector<double> pr, qr;
+    for (int64_t c = 0; c < p.size(1); ++c) {
+      pr.push_back(p[r][c].item<double>());
+      qr.push_back(q[r][c].item<double>());
+    }
+    sum += klOfScores(pr, qr);
+  }
+  return sum / static_cast<double>(p.size(0));
+}
+
 TEST(QatDistillation, KlReadsTheScoresBeforeAFinalSoftmaxAlongItsAxis) {
   const algos::DistillationTarget kl =
       algos::distillationTarget(softmaxClassifier(13, 1), algos::DistillationKind::Kl);
@@ -117,32 +133,14 @@ TEST(QatDistillation, KlAlongTheLastAxisAveragesOverEveryOtherPosition) {
   const at::Tensor teacher = at::randn({2, 3, 4}, at::kDouble);
   algos::DistillationTarget last;
   last.class_axis = -1;
-  double want = 0;
-  for (int64_t b = 0; b < 2; ++b) {
-    for (int64_t s = 0; s < 3; ++s) {
-      std::vector<double> p, q;
-      for (int64_t c = 0; c < 4; ++c) {
-        p.push_back(student[b][s][c].item<double>());
-        q.push_back(teacher[b][s][c].item<double>());
-      }
-      want += klOfScores(p, q);
-    }
-  }
-  EXPECT_NEAR(algos::klDistillation(student, teacher, 1.0, last).item<double>(), want / 6, 1e-9);
+  EXPECT_NEAR(algos::klDistillation(student, teacher, 1.0, last).item<double>(),
+              meanKlOfRows(student.reshape({6, 4}), teacher.reshape({6, 4})), 1e-9);
 
   // Flattened from axis 1 (Softmax before opset 13): one distribution of 12 per sample.
   algos::DistillationTarget flat;
   flat.classes_from_axis = true;
-  want = 0;
-  for (int64_t b = 0; b < 2; ++b) {
-    std::vector<double> p, q;
-    for (int64_t i = 0; i < 12; ++i) {
-      p.push_back(student[b].reshape({-1})[i].item<double>());
-      q.push_back(teacher[b].reshape({-1})[i].item<double>());
-    }
-    want += klOfScores(p, q);
-  }
-  EXPECT_NEAR(algos::klDistillation(student, teacher, 1.0, flat).item<double>(), want / 2, 1e-9);
+  EXPECT_NEAR(algos::klDistillation(student, teacher, 1.0, flat).item<double>(),
+              meanKlOfRows(student.reshape({2, 12}), teacher.reshape({2, 12})), 1e-9);
 }
 
 TEST(QatDistillation, TheTeacherGivesItsScoresBeforeTheSoftmaxAndItsAxis) {
@@ -164,18 +162,8 @@ TEST(QatDistillation, TheTeacherGivesItsScoresBeforeTheSoftmaxAndItsAxis) {
   const at::Tensor value =
       algos::distillationLoss(teacher, algos::DistillationKind::Kl)(student, batch);
   const at::Tensor scores = at::matmul(batch.inputs, classifierWeight().t()).to(at::kDouble);
-  double want = 0;
-  for (int64_t n = 0; n < 5; ++n) {
-    for (int64_t s = 0; s < 2; ++s) {
-      std::vector<double> p, q;
-      for (int64_t c = 0; c < 3; ++c) {
-        p.push_back(student[n][s][c].item<double>());
-        q.push_back(scores[n][s][c].item<double>());
-      }
-      want += klOfScores(p, q);
-    }
-  }
-  EXPECT_NEAR(value.item<double>(), want / 10, 1e-5);
+  EXPECT_NEAR(value.item<double>(), meanKlOfRows(student.reshape({10, 3}), scores.reshape({10, 3})),
+              1e-5);
 }
 
 TEST(QatDistillation, RefusesMismatchedOutputsAndUnknownKinds) {
