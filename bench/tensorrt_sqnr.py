@@ -13,9 +13,13 @@ crops (the lowest over float outputs):
   unit is widened or kept float, so every weight and activation stays 8-bit: the baseline, then
   Percentile, Kl and Mse for activations and Mse for weights, each kept when it scores better on
   the validation crops. The observers chosen are named.
+- distilled (with --qat-epochs N): `qforge qat` from the tuned observers, trained without labels
+  on 256 other crops (seed 11; `--loss auto`: KL on the scores before a final Softmax, else MSE
+  against the float model; BN frozen), Adam 1e-4 with a cosine schedule, batches of 8, N epochs.
+  Still every weight and activation int8.
 
   QFORGE_ORT_DIR=build/ort /usr/bin/python3 bench/tensorrt_sqnr.py [--models a,b]
-      [--backend TensorRT] [--calib 32] [--cache build/corpus] [--json FILE]
+      [--backend TensorRT] [--calib 32] [--qat-epochs N] [--cache build/corpus] [--json FILE]
 
 By default one export per torchvision architecture (its lowest opset); --models names others.
 
@@ -74,6 +78,21 @@ def quantized(qforge, model, backend, calib, calib_count, work, extra=()):
     return out
 
 
+def distilled(qforge, model, backend, calib, calib_count, train, config, epochs, work):
+    """`qforge qat` without labels from the tuned observers' config; the output directory."""
+    path = os.path.join(work, "config.json")
+    with open(path, "w") as f:
+        json.dump(config or {}, f)
+    out = os.path.join(work, "qat")
+    done = ct.run([qforge, "qat", model, "--backend", backend, "--data", "folder:" + train,
+                   "--calib", "folder:" + calib, "--calib-batches", str(calib_count // 4),
+                   "--calib-batch", "4", "--batch", "8", "--optimizer", "adam", "--lr", "1e-4",
+                   "--epochs", str(epochs), "--config", path, "--out", out, "--quiet", "--json"])
+    if done.returncode != 0:
+        raise RuntimeError(ct.one_line(done.stderr))
+    return out
+
+
 def chosen_observers(out):
     report = json.load(open(os.path.join(out, "report.json")))["autotune"]
     best = report["trials"][report["best_trial"] - 1]
@@ -83,7 +102,7 @@ def chosen_observers(out):
         observer = (config.get(kind) or {}).get("observer")
         if observer:
             names.append(f"{kind} {observer}")
-    return ", ".join(names) or "backend's", best["metric"]
+    return ", ".join(names) or "backend's", best["metric"], config
 
 
 def one_export_each(models):
@@ -104,6 +123,7 @@ def main():
     p.add_argument("--models", default="")
     p.add_argument("--backend", default="TensorRT")
     p.add_argument("--calib", type=int, default=32)
+    p.add_argument("--qat-epochs", type=int, default=0)
     p.add_argument("--json", default="")
     a = p.parse_args()
     models = {name: (path, spec) for name, (path, spec) in ct.corpus(a.cache).items()
@@ -111,14 +131,16 @@ def main():
     wanted = [m for m in a.models.split(",") if m] or one_export_each(models)
     ct.ensure_debian_package("python3-skimage", "skimage.data")
     rows = {}
+    qat = f" distilled, {a.qat_epochs} epochs |" if a.qat_epochs else ""
     print(f"| model | float, input ±½ step | {a.backend} naive | observers tuned | chosen "
-          "(validation SQNR) |")
-    print("|---|---|---|---|---|")
+          f"(validation SQNR) |{qat}")
+    print("|---|---|---|---|---|" + ("---|" if qat else ""))
     for name in wanted:
         path, spec = models[name]
         skip = [why for prefix, why in LEFT_OUT.items() if name.startswith(prefix)]
         if skip:
-            print(f"| {name} | - | - | - | not judged: {skip[0]} |", flush=True)
+            print(f"| {name} | - | - | - | not judged: {skip[0]} |" + (" - |" if qat else ""),
+                  flush=True)
             rows[name] = {"left_out": skip[0]}
             continue
         calib = crops(a.cache, name, spec, "calib", a.calib, 0)
@@ -139,7 +161,14 @@ def main():
                                      "folder:" + val])
                     row["tuned_db"] = held_out_sqnr(path, os.path.join(out, "model.qdq.onnx"),
                                                     runs, w)
-                    row["chosen"], row["validation_db"] = chosen_observers(out)
+                    row["chosen"], row["validation_db"], config = chosen_observers(out)
+                if a.qat_epochs:
+                    train = crops(a.cache, name, spec, "train", 256, 11)
+                    with tempfile.TemporaryDirectory() as w:
+                        out = distilled(a.qforge, path, a.backend, calib, a.calib, train, config,
+                                        a.qat_epochs, w)
+                        row["distilled_db"] = held_out_sqnr(
+                            path, os.path.join(out, "model.qdq.onnx"), runs, w)
             except RuntimeError as e:
                 row["error"] = str(e)
         rows[name] = row
@@ -147,7 +176,7 @@ def main():
         chosen = (f"{row['chosen']} ({row['validation_db']:.1f} dB)" if "chosen" in row
                   else row.get("error", "-"))
         print(f"| {name} | {fmt('input_floor_db')} | {fmt('naive_db')} | {fmt('tuned_db')} | "
-              f"{chosen} |", flush=True)
+              f"{chosen} |" + (f" {fmt('distilled_db')} |" if qat else ""), flush=True)
     if a.json:
         with open(a.json, "w") as f:
             json.dump(rows, f, indent=2)
