@@ -113,6 +113,8 @@ def qat(
     algo: str = "",
     loss: Union[str, Callable[[torch.Tensor, Dict[str, Any]], torch.Tensor]] = "auto",
     distill_temperature: float = 1.0,
+    distill_at: Sequence[str] = (),
+    distill_weight: float = 1.0,
     config: str = "",
     passes: str = "",
     limit: int = 0,
@@ -148,7 +150,9 @@ def qat(
     and class scores, else distillation from the float model), "cross-entropy", "mse", "kl", or
     a callable loss(output, batch) -> scalar tensor computed with torch operations from `output`
     (the model's first output, with autograd); `batch` is {"inputs", "labels" (or None),
-    "feeds": {input name: tensor}}. Data parallel over c10d as `qforge qat --world-size`: each
+    "feeds": {input name: tensor}}. `distill_at` names intermediate values distilled as well
+    (each one's MSE against the float model over its power, times `distill_weight`), with any
+    loss. Data parallel over c10d as `qforge qat --world-size`: each
     rank calls qat with its rank and the same master address. Returns report.json's content."""
 
 def deploy(prepared: PathLike, *, out: PathLike) -> Report:

@@ -209,15 +209,16 @@ algos::QatLoss lossFrom(const py::object& loss) {
 py::object qat(const py::object& model, const std::string& backend, const py::object& data,
                const py::object& out, int64_t epochs, int64_t batch, double lr,
                const std::string& optimizer, const std::string& schedule, const std::string& algo,
-               const py::object& loss, double distill_temperature, const std::string& config,
-               const std::string& passes, int64_t limit, int64_t max_steps, double momentum,
-               double weight_decay, int64_t step_epochs, double step_gamma,
-               std::optional<int64_t> freeze_bn_epoch, int64_t augment_shift, bool augment_flip,
-               double label_smoothing, bool freeze_weights, double quantizer_lr_scale,
-               const py::object& calib, int64_t calib_batches, int64_t calib_batch,
-               const py::object& eval, int64_t eval_limit, int64_t eval_batch, uint64_t seed,
-               const std::string& resume, const std::string& csv, int world_size, int rank,
-               const std::string& master, double timeout, bool deploy, bool quiet,
+               const py::object& loss, double distill_temperature,
+               const std::vector<std::string>& distill_at, double distill_weight,
+               const std::string& config, const std::string& passes, int64_t limit,
+               int64_t max_steps, double momentum, double weight_decay, int64_t step_epochs,
+               double step_gamma, std::optional<int64_t> freeze_bn_epoch, int64_t augment_shift,
+               bool augment_flip, double label_smoothing, bool freeze_weights,
+               double quantizer_lr_scale, const py::object& calib, int64_t calib_batches,
+               int64_t calib_batch, const py::object& eval, int64_t eval_limit, int64_t eval_batch,
+               uint64_t seed, const std::string& resume, const std::string& csv, int world_size,
+               int rank, const std::string& master, double timeout, bool deploy, bool quiet,
                const py::object& progress) {
   pipelines::QatPipelineOptions o;
   o.model_path = pathOf(model, "model");
@@ -241,6 +242,8 @@ py::object qat(const py::object& model, const std::string& backend, const py::ob
                          std::string(py::str(py::getattr(loss, "__qualname__", py::str("loss"))));
   }
   o.distill_temperature = distill_temperature;
+  o.distill_at = distill_at;
+  o.distill_weight = distill_weight;
   algos::QatConfig& t = o.training;
   t.epochs = epochs;
   t.batch_size = batch;
@@ -388,7 +391,8 @@ void bindCommands(py::module_& m) {
         "model"_a, py::kw_only(), "backend"_a, "data"_a = "fashion-mnist:train",
         "out"_a = py::none(), "epochs"_a = 1, "batch"_a = 64, "lr"_a = 1e-3, "optimizer"_a = "sgd",
         "schedule"_a = "cosine", "algo"_a = "", "loss"_a = "auto", "distill_temperature"_a = 1.0,
-        "config"_a = "", "passes"_a = "", "limit"_a = 0, "max_steps"_a = 0, "momentum"_a = 0.9,
+        "distill_at"_a = std::vector<std::string>(), "distill_weight"_a = 1.0, "config"_a = "",
+        "passes"_a = "", "limit"_a = 0, "max_steps"_a = 0, "momentum"_a = 0.9,
         "weight_decay"_a = 0.0, "step_epochs"_a = 1, "step_gamma"_a = 0.1,
         "freeze_bn_epoch"_a = py::none(), "augment_shift"_a = 0, "augment_flip"_a = false,
         "label_smoothing"_a = 0.0, "freeze_weights"_a = false, "quantizer_lr_scale"_a = 1.0,

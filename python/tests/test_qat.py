@@ -34,3 +34,21 @@ def test_a_loss_that_returns_no_tensor_is_refused(tmp_path, fashion, resnet):
         qforge.qat(resnet, backend="TensorRT", data=(fashion["train"][:64], fashion["train_labels"][:64]),
                    out=tmp_path / "qat", batch=32, loss=lambda output, batch: 1.0,
                    calib_batches=1, calib_batch=32, quiet=True)
+
+
+def test_intermediate_values_distil_beside_the_loss(tmp_path, fashion, resnet):
+    import pytest
+
+    images = fashion["train"][:64]
+    report = qforge.qat(resnet, backend="TensorRT", data=images, out=tmp_path / "qat",
+                        batch=32, lr=1e-4, optimizer="adam", calib_batches=1, calib_batch=32,
+                        distill_at=["/layer2/Relu_1_output_0"], distill_weight=0.5,
+                        deploy=False, quiet=True)
+    assert report["loss"] == ("distillation (mse) + 0.5 x intermediate values' MSE over their "
+                              "power (/layer2/Relu_1_output_0)")
+    assert report["epochs"][0]["loss"] > 0
+
+    with pytest.raises(qforge.Error, match="--distill-at: the model has no value 'nope'"):
+        qforge.qat(resnet, backend="TensorRT", data=images, out=tmp_path / "bad", batch=32,
+                   distill_at=["nope"], calib_batches=1, calib_batch=32, quiet=True)
+    assert not (tmp_path / "bad").exists()

@@ -140,6 +140,16 @@ void QatTrainer::readLossFrom(const std::string& value) {
   loss_value_ = value;
 }
 
+void QatTrainer::addLossTerm(std::vector<std::string> values, QatValuesTerm term) {
+  require(!values.empty() && term, "a QAT loss term needs values to read and a function");
+  for (const std::string& value : values) {
+    require(model_.graph().findValue(value) != nullptr,
+            "a QAT loss term is to read value '" + value + "', which the model does not have");
+  }
+  term_values_ = std::move(values);
+  term_ = std::move(term);
+}
+
 void QatTrainer::resume(const std::string& checkpoint_path) {
   const QatCheckpoint c = loadQatCheckpoint(checkpoint_path);
   // The state comes from the file: libtorch refusing a piece of it (an RNG state of the wrong
@@ -297,8 +307,19 @@ double QatTrainer::trainStep(Run& run, data::Batch global, double lr) {
                                   augmentationSeed(config_.seed, global_step_));
   }
   const data::Batch batch = rankShard(global, run.rank, config_.batch_size);
-  at::Tensor out = executor_->run({{run.input, batch.inputs}}, {run.output}).at(run.output);
+  std::vector<std::string> wanted{run.output};
+  wanted.insert(wanted.end(), term_values_.begin(), term_values_.end());
+  std::unordered_map<std::string, at::Tensor> values =
+      executor_->run({{run.input, batch.inputs}}, wanted);
+  const at::Tensor out = values.at(run.output);
   at::Tensor loss = loss_(out, batch);
+  if (term_) {
+    std::vector<at::Tensor> read;
+    for (const std::string& value : term_values_)
+      read.push_back(values.at(value));
+    values.clear();  // the graph's other intermediates are not needed past here
+    loss = loss + term_(read, batch);
+  }
   require(loss.numel() == 1,
           "the QAT loss must be a single value, got shape " + c10::str(loss.sizes()));
   loss.backward();

@@ -49,6 +49,10 @@ class Optimizer;
 at::Tensor crossEntropyLoss(const at::Tensor& output, const data::Batch& batch,
                             double label_smoothing = 0);
 using QatLoss = std::function<at::Tensor(const at::Tensor& output, const data::Batch& batch)>;
+// A term added to the loss that reads other values of the model (intermediate values a
+// distillation compares, say), handed over in the order they were named.
+using QatValuesTerm =
+    std::function<at::Tensor(const std::vector<at::Tensor>& values, const data::Batch& batch)>;
 
 // prepare() for QAT: BatchNormalization kept as its own op and, where the backend folds it into
 // the layer before, rewritten into simulated folding (passes/qat_batchnorm.h) before any
@@ -71,6 +75,10 @@ class QatTrainer {
   // The loss reads this value of the model (a distillation loss: the scores before the output's
   // Softmax) instead of the first output; throws naming a value the graph does not have.
   void readLossFrom(const std::string& value);
+
+  // Each step also computes `values` and adds `term` of them to the loss; throws naming a value
+  // the graph does not have.
+  void addLossTerm(std::vector<std::string> values, QatValuesTerm term);
 
   // Continues from a checkpoint of a run with the same model and settings (throws naming the
   // settings that differ).
@@ -113,6 +121,8 @@ class QatTrainer {
   QatConfig config_;
   QatLoss loss_;
   std::string loss_value_;  // "" : the first output
+  std::vector<std::string> term_values_;
+  QatValuesTerm term_;  // empty: none
   ProcessGroup* group_;
   std::shared_ptr<passes::BatchNormTraining> bn_state_;
   std::unique_ptr<OpRegistry> registry_;

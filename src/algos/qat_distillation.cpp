@@ -14,21 +14,34 @@ namespace qforge::algos {
 
 namespace {
 
-// The float model and its executor, alive as long as the loss that reads them.
+// The float model and its executor, alive as long as the losses that read them. One run serves
+// every loss of a step: the values are kept with the inputs they were computed from (held, so
+// that no later batch can reuse their storage and pass for them).
 struct Teacher {
-  Teacher(const Graph& g, DistillationKind kind)
+  Teacher(const Graph& g, std::vector<std::string> value_names)
       : graph(g.clone()),
         executor(graph),
         input(dataInput(graph).name()),
-        target(distillationTarget(graph, kind)) {}
+        names(std::move(value_names)) {
+    for (const std::string& name : names) {
+      require(graph.findValue(name) != nullptr,
+              "distillation: the float model has no value '" + name + "'");
+    }
+  }
   Graph graph;
   Executor executor;
   std::string input;
-  DistillationTarget target;
+  std::vector<std::string> names;
+  at::Tensor inputs_seen;
+  TensorMap seen;
 
-  at::Tensor outputFor(const at::Tensor& inputs) {
-    at::NoGradGuard no_grad;
-    return executor.run({{input, inputs}}, {target.value}).at(target.value);
+  const at::Tensor& valueFor(const at::Tensor& inputs, const std::string& name) {
+    if (!inputs_seen.defined() || !inputs_seen.is_same(inputs)) {
+      at::NoGradGuard no_grad;
+      seen = executor.run({{input, inputs}}, names);
+      inputs_seen = inputs;
+    }
+    return seen.at(name);
   }
 };
 
@@ -101,14 +114,65 @@ at::Tensor klDistillation(const at::Tensor& student, const at::Tensor& teacher, 
   return (log_q.exp() * (log_q - log_p)).sum() / positions * temperature * temperature;
 }
 
+at::Tensor intermediateDistillation(const std::vector<at::Tensor>& student,
+                                    const std::vector<at::Tensor>& teacher,
+                                    const std::vector<std::string>& names) {
+  require(!student.empty() && student.size() == teacher.size() && names.size() == student.size(),
+          "distillation: intermediate values need one float value per student value");
+  at::Tensor sum;
+  for (size_t i = 0; i < student.size(); ++i) {
+    require(student[i].is_floating_point(), "distillation: intermediate value '" + names[i] +
+                                                "' is " + c10::toString(student[i].scalar_type()) +
+                                                ", not a float tensor");
+    require(student[i].sizes() == teacher[i].sizes(),
+            "distillation: intermediate value '" + names[i] + "' has shape " +
+                c10::str(student[i].sizes()) + " in the quantized model but " +
+                c10::str(teacher[i].sizes()) + " in the float model");
+    const at::Tensor reference = teacher[i].detach();
+    // An all-zero float value has no power to be relative to: its plain MSE stands.
+    const at::Tensor power = reference.square().mean().clamp_min(1e-12);
+    const at::Tensor term = at::mse_loss(student[i], reference) / power;
+    sum = sum.defined() ? sum + term : term;
+  }
+  return sum / static_cast<double>(student.size());
+}
+
+DistillationLosses distillationLosses(const Graph& teacher_graph,
+                                      std::optional<DistillationKind> kind, double temperature,
+                                      std::vector<std::string> values, double weight) {
+  std::optional<DistillationTarget> target;
+  std::vector<std::string> names;
+  if (kind) {
+    target = distillationTarget(teacher_graph, *kind);
+    names.push_back(target->value);
+  }
+  names.insert(names.end(), values.begin(), values.end());
+  require(!names.empty(), "distillation: nothing to distil (no output loss, no values)");
+  require(weight >= 0, "distillation: the weight of intermediate values must be at least 0");
+  auto teacher = std::make_shared<Teacher>(teacher_graph, names);
+  DistillationLosses losses;
+  if (kind) {
+    losses.output = [teacher, kind = *kind, temperature, target = *target](
+                        const at::Tensor& output, const data::Batch& batch) {
+      const at::Tensor& reference = teacher->valueFor(batch.inputs, target.value);
+      return kind == DistillationKind::Mse ? mseDistillation(output, reference)
+                                           : klDistillation(output, reference, temperature, target);
+    };
+  }
+  if (!values.empty()) {
+    losses.values = [teacher, values, weight](const std::vector<at::Tensor>& student,
+                                              const data::Batch& batch) {
+      std::vector<at::Tensor> reference;
+      for (const std::string& name : values)
+        reference.push_back(teacher->valueFor(batch.inputs, name));
+      return intermediateDistillation(student, reference, values) * weight;
+    };
+  }
+  return losses;
+}
+
 QatLoss distillationLoss(const Graph& teacher_graph, DistillationKind kind, double temperature) {
-  auto teacher = std::make_shared<Teacher>(teacher_graph, kind);
-  return [teacher, kind, temperature](const at::Tensor& output, const data::Batch& batch) {
-    const at::Tensor target = teacher->outputFor(batch.inputs);
-    return kind == DistillationKind::Mse
-               ? mseDistillation(output, target)
-               : klDistillation(output, target, temperature, teacher->target);
-  };
+  return distillationLosses(teacher_graph, kind, temperature, {}, 0).output;
 }
 
 }  // namespace qforge::algos

@@ -7,7 +7,9 @@
 // signal), and saturated probabilities pass back almost no gradient.
 #pragma once
 
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "algos/qat.h"
 #include "ir/graph.h"
@@ -40,9 +42,27 @@ const char* toString(DistillationKind kind);
 // KL and is ignored by MSE.
 QatLoss distillationLoss(const Graph& teacher, DistillationKind kind, double temperature = 1.0);
 
-// The two distances themselves, on outputs already computed.
+// Distillation of intermediate values too (the backbone's features, say): the losses of one step
+// share one run of the float model.
+struct DistillationLosses {
+  QatLoss output;        // empty when the output is not distilled (labels train it, say)
+  QatValuesTerm values;  // empty when no intermediate value is named
+};
+// `kind`: how the output is distilled (nullopt: it is not). `values`: value names the float model
+// and the student both have; their term is intermediateDistillation() times `weight`. Throws
+// naming a value the float model lacks.
+DistillationLosses distillationLosses(const Graph& teacher, std::optional<DistillationKind> kind,
+                                      double temperature, std::vector<std::string> values,
+                                      double weight);
+
+// The distances themselves, on values already computed.
 at::Tensor mseDistillation(const at::Tensor& student, const at::Tensor& teacher);
 at::Tensor klDistillation(const at::Tensor& student, const at::Tensor& teacher, double temperature,
                           const DistillationTarget& where = {});
+// Each value's MSE divided by the float value's mean square (noise over signal power: values of
+// any scale weigh alike), averaged over the values. `names` name them in errors.
+at::Tensor intermediateDistillation(const std::vector<at::Tensor>& student,
+                                    const std::vector<at::Tensor>& teacher,
+                                    const std::vector<std::string>& names);
 
 }  // namespace qforge::algos

@@ -179,6 +179,22 @@ std::pair<CLI::App*, std::function<int()>> addQatCommand(CLI::App& app) {
   sub->add_option("--distill-temperature", o->distill_temperature,
                   "Softening temperature of --loss kl")
       ->capture_default_str();
+  sub->add_option_function<std::string>(
+         "--distill-at",
+         [o](const std::string& list) {
+           std::stringstream names(list);
+           for (std::string name; std::getline(names, name, ',');) {
+             if (name.empty())
+               throw CLI::ValidationError("--distill-at", "an empty value name in '" + list + "'");
+             o->distill_at.push_back(name);
+           }
+         },
+         "Also distil these intermediate values (names as in the ONNX file, comma-separated), "
+         "with any --loss: each one's MSE against the float model over its power")
+      ->type_name("VALUES");
+  sub->add_option("--distill-weight", o->distill_weight,
+                  "Weight of the --distill-at term against the output's loss")
+      ->capture_default_str();
   sub->add_option(
       "--passes", o->passes,
       "The prepare passes, comma-separated (default: " + passes::defaultPreparePasses(false) +

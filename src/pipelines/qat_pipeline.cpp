@@ -67,10 +67,11 @@ struct QatRun {
   std::optional<Graph> float_graph;
   std::optional<data::BatchLoader> eval_loader;
   std::shared_ptr<data::Dataset> train_data;
-  // Set by chooseLoss: whether the loss distils the float model, and the value of the prepared
-  // model it reads ("" : the first output).
+  // Set by chooseLoss: whether the loss distils the float model's output, the value of the
+  // prepared model it reads ("" : the first output), and the term of intermediate values.
   bool distilling = false;
   std::string loss_value;
+  algos::QatValuesTerm intermediate_term;
   QatPipelineResult result;
 };
 
@@ -83,6 +84,8 @@ void settle(QatRun& run) {
           "--calib-batches and --calib-batch must be at least 1");
   require(o.loss == "auto" || o.loss == "cross-entropy" || o.loss == "mse" || o.loss == "kl",
           "--loss: unknown loss '" + o.loss + "'; known: auto, cross-entropy, mse, kl");
+  require(o.distill_weight >= 0,
+          "--distill-weight must be at least 0; got " + c10::str(o.distill_weight));
   const double smoothing = o.training.label_smoothing;
   require(smoothing >= 0 && smoothing < 1,
           "--label-smoothing must be in [0, 1); got " + c10::str(smoothing));
@@ -137,6 +140,21 @@ void checkDeployable(QatRun& run, const std::shared_ptr<data::Dataset>& calib_da
   deploy::writeDeployFiles(*probe, dry_run.path());
 }
 
+// Every intermediate value to distil is in the float model and still in the prepared one (which
+// folds constants and may rename what it rewrites), checked before calibrating.
+void requireDistillableValues(const std::vector<std::string>& values, const Graph& float_graph,
+                              const Graph& prepared) {
+  for (const std::string& value : values) {
+    require(float_graph.findValue(value) != nullptr,
+            "--distill-at: the model has no value '" + value +
+                "'; name values as the ONNX file does (`qforge inspect MODEL --dump` shows them)");
+    require(prepared.findValue(value) != nullptr,
+            "--distill-at: value '" + value +
+                "' is folded or renamed in the prepared model; name another value, such as the "
+                "output of a Conv, Add or activation after it");
+  }
+}
+
 // Prepared with simulated BN folding and calibrated on the first batches of the calibration data
 // in order, the same on every rank; then float and calibrated top-1 (rank 0, fresh runs).
 void prepareAndCalibrate(QatRun& run) {
@@ -147,6 +165,7 @@ void prepareAndCalibrate(QatRun& run) {
   checkDeployable(run, calib_data);
   run.result.model = algos::prepareForQat(loadFloatModel(o), run.backend, run.prepare_options);
   passes::PreparedModel& model = *run.result.model;
+  requireDistillableValues(o.distill_at, float_graph, model.graph());
   data::BatchLoader calib_loader(
       calib_data, loaderOptionsFor(float_graph, o.calib_batch, o.calib_batch * o.calib_batches));
   const algos::CalibrationResult calibration =
@@ -226,36 +245,48 @@ bool endsInSoftmax(const Graph& g) {
 
 // The loss --loss names; "auto" picks cross entropy only where it can work, and without labels
 // KL for a Softmax output (its scores), else MSE. Empty: the trainer's default (cross entropy
-// with the config's label smoothing).
+// with the config's label smoothing). Sets run.intermediate_term for --distill-at.
 algos::QatLoss chooseLoss(QatRun& run) {
   const QatPipelineOptions& o = run.o;
-  if (o.custom_loss) {
-    run.result.report.loss = o.custom_loss_name;
-    return o.custom_loss;
-  }
+  algos::QatLoss output_loss;
+  std::optional<algos::DistillationKind> kind;
   const bool softmax = endsInSoftmax(*run.float_graph);
-  std::string loss = o.loss;
+  std::string loss = o.custom_loss ? "custom" : o.loss;
   if (loss == "auto") {
     loss = run.train_data->hasLabels() && writesClassScores(*run.float_graph) ? "cross-entropy"
            : softmax                                                          ? "kl"
                                                                               : "mse";
   }
-  if (loss == "cross-entropy") {
+  if (loss == "custom") {
+    run.result.report.loss = o.custom_loss_name;
+    output_loss = o.custom_loss;
+  } else if (loss == "cross-entropy") {
     if (softmax)
       run.loss_value =
           algos::distillationTarget(run.result.model->graph(), algos::DistillationKind::Kl).value;
     run.result.report.loss =
         softmax ? "cross entropy, on the scores the output's Softmax reads" : "cross entropy";
-    return {};
+  } else {
+    kind = algos::parseDistillationKind(loss);  // settle() checked
+    run.distilling = true;
+    run.loss_value = algos::distillationTarget(run.result.model->graph(), *kind).value;
+    run.result.report.loss = std::string("distillation (") + algos::toString(*kind) +
+                             (*kind == algos::DistillationKind::Kl && softmax
+                                  ? ", on the scores the output's Softmax reads)"
+                                  : ")");
   }
-  const algos::DistillationKind kind = algos::parseDistillationKind(loss);  // settle() checked
-  run.distilling = true;
-  run.loss_value = algos::distillationTarget(run.result.model->graph(), kind).value;
-  run.result.report.loss = std::string("distillation (") + algos::toString(kind) +
-                           (kind == algos::DistillationKind::Kl && softmax
-                                ? ", on the scores the output's Softmax reads)"
-                                : ")");
-  return algos::distillationLoss(*run.float_graph, kind, o.distill_temperature);
+  if (!kind && o.distill_at.empty()) return output_loss;
+  algos::DistillationLosses losses = algos::distillationLosses(
+      *run.float_graph, kind, o.distill_temperature, o.distill_at, o.distill_weight);
+  if (!o.distill_at.empty()) {
+    run.intermediate_term = std::move(losses.values);
+    std::string names;
+    for (const std::string& value : o.distill_at)
+      names += (names.empty() ? "" : ", ") + value;
+    run.result.report.loss += " + " + c10::str(o.distill_weight) +
+                              " x intermediate values' MSE over their power (" + names + ")";
+  }
+  return kind ? std::move(losses.output) : output_loss;
 }
 
 // Distillation fine-tunes a trained model on a few unlabelled batches: BN statistics of such
@@ -313,6 +344,7 @@ QatPipelineResult runQatPipeline(const QatPipelineOptions& o, const ProgressCall
   settleBatchNorm(run);
   algos::QatTrainer trainer(*run.result.model, run.config, std::move(loss), run.group);
   if (!run.loss_value.empty()) trainer.readLossFrom(run.loss_value);
+  if (run.intermediate_term) trainer.addLossTerm(o.distill_at, run.intermediate_term);
   if (!run.resume_checkpoint.empty()) trainer.resume(run.resume_checkpoint);
   train(run, trainer);
 

@@ -51,6 +51,10 @@ struct QatPipelineOptions {
   // Cross entropy and kl read the scores a final Softmax or LogSoftmax reads.
   std::string loss = "auto";
   double distill_temperature = 1.0;  // KL's softening temperature
+  // Intermediate values distilled as well, whatever the loss: each value's MSE against the float
+  // model's over the float value's mean square, averaged over them, times `distill_weight`.
+  std::vector<std::string> distill_at;
+  double distill_weight = 1.0;
   // A caller's own loss (a Python callable, say), named `custom_loss_name` in the report; it
   // wins over `loss`.
   algos::QatLoss custom_loss;

@@ -1,7 +1,8 @@
 // Distillation losses for QAT without labels: MSE and temperature-scaled KL checked against
 // closed forms and PyTorch's own kl_div, the float teacher run on the batch inputs, gradients
 // reaching the student, KL on the scores a final Softmax reads (along its axis, or flattened
-// before opset 13), and the errors for mismatched outputs and unknown kinds.
+// before opset 13), intermediate values weighed by their float power with one float run serving a
+// step's losses, and the errors for mismatched outputs and values and unknown kinds.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
@@ -166,6 +167,56 @@ TEST(QatDistillation, TheTeacherGivesItsScoresBeforeTheSoftmaxAndItsAxis) {
               1e-5);
 }
 
+TEST(QatDistillation, IntermediateValuesWeighTheirErrorsByTheFloatValuesPower) {
+  // a: MSE 1/4 over a mean square of 39/4 -> 1/39. b: MSE (9 + 16) / 2 over the same -> 1.
+  const at::Tensor a = at::tensor({1.0f, 2.0f, 3.0f, 4.0f}).view({2, 2}).requires_grad_(true);
+  const at::Tensor b = at::zeros({1, 2}).requires_grad_(true);
+  const std::vector<at::Tensor> teacher{at::tensor({1.0f, 2.0f, 3.0f, 5.0f}).view({2, 2}),
+                                        at::tensor({3.0f, 4.0f}).view({1, 2})};
+  const at::Tensor value = algos::intermediateDistillation({a, b}, teacher, {"a", "b"});
+  EXPECT_NEAR(value.item<double>(), (1.0 / 39 + 1.0) / 2, 1e-6);
+  value.backward();
+  // d/da of mean((a - t)^2) / p / 2 = (a - t) / (n p): only a's last element moves.
+  EXPECT_NEAR(a.grad()[1][1].item<double>(), -1.0 / (4 * 39.0 / 4), 1e-6);
+  EXPECT_EQ(a.grad()[0][0].item<float>(), 0.0f);
+  EXPECT_NEAR(b.grad()[0][1].item<double>(), -4.0 / (2 * 12.5), 1e-6);
+}
+
+// softmaxClassifier(13, 1) from `x`: its scores y = x W^T + b, an intermediate value.
+at::Tensor scoresOf(const at::Tensor& x) {
+  return at::addmm(classifierBias(), x, classifierWeight().t());
+}
+
+TEST(QatDistillation, OneFloatRunServesTheOutputAndTheValuesOfTheSameBatch) {
+  const Graph teacher = softmaxClassifier(13, 1);
+  algos::DistillationLosses losses =
+      algos::distillationLosses(teacher, algos::DistillationKind::Mse, 1.0, {"y"}, /*weight=*/3.0);
+  ASSERT_TRUE(losses.output && losses.values);
+  at::manual_seed(5);
+  data::Batch first, second;
+  first.inputs = at::randn({6, 4});
+  second.inputs = at::randn({6, 4});
+  const at::Tensor student = at::randn({6, 3});
+  const auto relative = [](const at::Tensor& s, const at::Tensor& t) {
+    return (s - t).square().mean().item<double>() / t.square().mean().item<double>();
+  };
+  // The output, then the values, of one batch; then another batch's values alone: each read of
+  // the float model is of the batch it is given, never the previous one kept.
+  const at::Tensor probabilities = at::softmax(scoresOf(first.inputs), 1);
+  EXPECT_NEAR(losses.output(student, first).item<double>(),
+              (student - probabilities).square().mean().item<double>(), 1e-6);
+  EXPECT_NEAR(losses.values({student}, first).item<double>(),
+              3 * relative(student, scoresOf(first.inputs)), 1e-5);
+  EXPECT_NEAR(losses.values({student}, second).item<double>(),
+              3 * relative(student, scoresOf(second.inputs)), 1e-5);
+
+  // Values without an output loss (labels train the output).
+  losses = algos::distillationLosses(teacher, std::nullopt, 1.0, {"y"}, 1.0);
+  EXPECT_FALSE(losses.output);
+  EXPECT_NEAR(losses.values({student}, second).item<double>(),
+              relative(student, scoresOf(second.inputs)), 1e-5);
+}
+
 TEST(QatDistillation, RefusesMismatchedOutputsAndUnknownKinds) {
   EXPECT_EQ(errorOf([] {
               algos::mseDistillation(at::zeros({2, 3}), at::zeros({2, 4}));
@@ -178,6 +229,20 @@ TEST(QatDistillation, RefusesMismatchedOutputsAndUnknownKinds) {
             std::string::npos);
   EXPECT_EQ(errorOf([] { algos::parseDistillationKind("l1"); }),
             "unknown distillation loss 'l1'; known: mse, kl");
+  EXPECT_EQ(errorOf([] {
+              algos::distillationLosses(linearClassifier(), std::nullopt, 1.0, {"nope"}, 1.0);
+            }),
+            "distillation: the float model has no value 'nope'");
+  EXPECT_EQ(errorOf([] {
+              algos::intermediateDistillation({at::zeros({2, 3})}, {at::zeros({3, 2})}, {"h"});
+            }),
+            "distillation: intermediate value 'h' has shape [2, 3] in the quantized model but "
+            "[3, 2] in the float model");
+  EXPECT_EQ(errorOf([] {
+              algos::intermediateDistillation({at::zeros({2}, at::kLong)},
+                                              {at::zeros({2}, at::kLong)}, {"shape"});
+            }),
+            "distillation: intermediate value 'shape' is Long, not a float tensor");
 }
 
 }  // namespace

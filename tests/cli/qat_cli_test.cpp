@@ -258,6 +258,12 @@ TEST(QatCli, BadInputGetsOneLineAndNoFiles) {
   EXPECT_EQ(lineCount(smoothing.out), 1u) << smoothing.out;
   EXPECT_FALSE(std::filesystem::exists(dir + "/e"));
 
+  const CliResult names = runCli(shortRun(dir + "/f", 1) + " --distill-at a,,b");
+  EXPECT_EQ(names.exit_code, 2);
+  EXPECT_NE(names.out.find("an empty value name in 'a,,b'"), std::string::npos) << names.out;
+  EXPECT_EQ(lineCount(names.out), 1u) << names.out;
+  EXPECT_FALSE(std::filesystem::exists(dir + "/f"));
+
   const CliResult batch = runCli("qat " + zoo("resnet") +
                                  " --backend TensorRT --limit 20 --batch 32 --calib-batches 1 "
                                  "--calib-batch 8 --out " +

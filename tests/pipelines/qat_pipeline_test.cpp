@@ -250,17 +250,27 @@ TEST(QatPipeline, DistillingASoftmaxOutputComparesScoresWithBatchNormFrozen) {
     EXPECT_FALSE(e.bn_frozen);
 }
 
+// The tiny classifier with Softmax(axis 1) after its scores y, trained for one step on one
+// labelled batch of 8 (made from `seed`).
+struct SoftmaxOneStep : TinyQat {
+  at::Tensor x, labels;
+  explicit SoftmaxOneStep(int64_t seed) {
+    Node* softmax = graph.addNode("Softmax", {graph.outputs().front()}, {"p"}, "softmax");
+    softmax->attributes.set(Attribute::makeInt("axis", 1));
+    graph.setOutputs({softmax->output(0)});
+    x = classifierInputs(8, seed);
+    labels = classifierLabels(x, seed);
+    o.data = std::make_shared<TensorDataset>(x, labels, "one batch");
+    o.calib = classifierData(16, 3, "calib");
+    o.deploy = false;
+    o.training.epochs = 1;
+  }
+};
+
 TEST(QatPipeline, CrossEntropyOfASoftmaxClassifierReadsItsScores) {
-  TinyQat t;
-  Node* softmax = t.graph.addNode("Softmax", {t.graph.outputs().front()}, {"p"}, "softmax");
-  softmax->attributes.set(Attribute::makeInt("axis", 1));
-  t.graph.setOutputs({softmax->output(0)});
-  const at::Tensor x = classifierInputs(8, 5);
-  const at::Tensor labels = classifierLabels(x, 5);
-  t.o.data = std::make_shared<TensorDataset>(x, labels, "one batch");
-  t.o.calib = classifierData(16, 3, "calib");
-  t.o.deploy = false;
-  t.o.training.epochs = 1;
+  SoftmaxOneStep t(5);
+  const at::Tensor& x = t.x;
+  const at::Tensor& labels = t.labels;
   const pipelines::QatPipelineResult r = pipelines::runQatPipeline(t.o);
   EXPECT_EQ(r.report.loss, "cross entropy, on the scores the output's Softmax reads");
   // One step: the loss is the cross entropy of the (8-bit) scores, not of the probabilities
@@ -272,6 +282,57 @@ TEST(QatPipeline, CrossEntropyOfASoftmaxClassifierReadsItsScores) {
       at::cross_entropy_loss(at::softmax(scores, 1), labels).item<double>();
   EXPECT_GT(std::abs(of_scores - of_probabilities), 0.1);
   EXPECT_NEAR(r.report.training.epochs[0].loss, of_scores, 0.02);
+}
+
+TEST(QatPipeline, IntermediateValuesAreDistilledBesideTheOutputsLoss) {
+  // Cross entropy on the scores y and, at weight 1000, y's MSE against the float scores over
+  // their mean square. One step at a negligible learning rate, so the trained model is the one
+  // the step's loss was computed on.
+  SoftmaxOneStep t(6);
+  const at::Tensor& x = t.x;
+  const at::Tensor& labels = t.labels;
+  t.o.training.lr = 1e-12;
+  t.o.distill_at = {"y"};
+  t.o.distill_weight = 1000;
+  const pipelines::QatPipelineResult r = pipelines::runQatPipeline(t.o);
+  EXPECT_EQ(r.report.loss,
+            "cross entropy, on the scores the output's Softmax reads + 1000 x intermediate "
+            "values' MSE over their power (y)");
+  const at::Tensor student = r.model->executor().run({{"x", x}}, {"y"}).at("y");
+  const at::Tensor teacher = at::addmm(classifierBias(), x, classifierWeight().t());
+  const double cross_entropy = at::cross_entropy_loss(student, labels).item<double>();
+  const double term = 1000 * (student - teacher).square().mean().item<double>() /
+                      teacher.square().mean().item<double>();
+  EXPECT_GT(term, 0.01);  // 8-bit scores differ from the float ones enough to tell
+  ASSERT_EQ(r.report.training.epochs.size(), 1u);
+  EXPECT_NEAR(r.report.training.epochs[0].loss, cross_entropy + term, 1e-4);
+}
+
+TEST(QatPipeline, ValuesToDistilMustBeInTheFloatAndThePreparedModel) {
+  TinyQat missing;
+  missing.o.distill_at = {"nope"};
+  EXPECT_EQ(errorOf([&] { pipelines::runQatPipeline(missing.o); }),
+            "--distill-at: the model has no value 'nope'; name values as the ONNX file does "
+            "(`qforge inspect MODEL --dump` shows them)");
+  EXPECT_FALSE(std::filesystem::exists(missing.o.out));
+
+  // The weight reaches the Gemm through two Identities, which prepare folds into one initializer.
+  TinyQat folded;
+  Node* gemm = folded.graph.outputs().front()->producer();
+  Node* first = folded.graph.addNode("Identity", {gemm->input(1)}, {"w_copy"}, "copy");
+  Node* second = folded.graph.addNode("Identity", {first->output(0)}, {"w_copy2"}, "copy2");
+  folded.graph.setInput(gemm, 1, second->output(0));
+  folded.o.distill_at = {"w_copy"};
+  EXPECT_EQ(errorOf([&] { pipelines::runQatPipeline(folded.o); }),
+            "--distill-at: value 'w_copy' is folded or renamed in the prepared model; name another "
+            "value, such as the output of a Conv, Add or activation after it");
+  EXPECT_FALSE(std::filesystem::exists(folded.o.out));
+
+  TinyQat negative;
+  negative.o.distill_at = {"y"};
+  negative.o.distill_weight = -1;
+  EXPECT_EQ(errorOf([&] { pipelines::runQatPipeline(negative.o); }),
+            "--distill-weight must be at least 0; got -1");
 }
 
 TEST(QatPipeline, ACallersLossTrainsInsteadOfTheDefault) {
