@@ -44,8 +44,7 @@ def test_intermediate_values_distil_beside_the_loss(tmp_path, fashion, resnet):
                         batch=32, lr=1e-4, optimizer="adam", calib_batches=1, calib_batch=32,
                         distill_at=["/layer2/Relu_1_output_0"], distill_weight=0.5,
                         deploy=False, quiet=True)
-    assert report["loss"] == ("distillation (mse) + 0.5 x intermediate values' MSE over their "
-                              "power (/layer2/Relu_1_output_0)")
+    assert report["loss"] == "distillation (mse) + 0.5 x relative MSE of /layer2/Relu_1_output_0"
     assert report["epochs"][0]["loss"] > 0
 
     with pytest.raises(qforge.Error, match="--distill-at: the model has no value 'nope'"):

@@ -128,7 +128,8 @@ at::Tensor intermediateDistillation(const std::vector<at::Tensor>& student,
             "distillation: intermediate value '" + names[i] + "' has shape " +
                 c10::str(student[i].sizes()) + " in the quantized model but " +
                 c10::str(teacher[i].sizes()) + " in the float model");
-    const at::Tensor reference = teacher[i].detach();
+    // An fp16 model's float run gives fp16 values; the student computes in float.
+    const at::Tensor reference = teacher[i].detach().to(student[i].scalar_type());
     // An all-zero float value has no power to be relative to: its plain MSE stands.
     const at::Tensor power = reference.square().mean().clamp_min(1e-12);
     const at::Tensor term = at::mse_loss(student[i], reference) / power;

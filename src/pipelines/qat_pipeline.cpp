@@ -2,6 +2,7 @@
 
 #include <ATen/Parallel.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <optional>
@@ -17,6 +18,7 @@
 #include "core/output_dir.h"
 #include "deploy/deploy.h"
 #include "ir/onnx_import.h"
+#include "passes/activation_values.h"
 #include "passes/prepared_io.h"
 #include "pipelines/scoring.h"
 
@@ -68,9 +70,11 @@ struct QatRun {
   std::optional<data::BatchLoader> eval_loader;
   std::shared_ptr<data::Dataset> train_data;
   // Set by chooseLoss: whether the loss distils the float model's output, the value of the
-  // prepared model it reads ("" : the first output), and the term of intermediate values.
+  // prepared model it reads ("" : the first output), and the term of the other outputs and the
+  // intermediate values it distils.
   bool distilling = false;
   std::string loss_value;
+  std::vector<std::string> intermediate_values;
   algos::QatValuesTerm intermediate_term;
   QatPipelineResult result;
 };
@@ -245,7 +249,8 @@ bool endsInSoftmax(const Graph& g) {
 
 // The loss --loss names; "auto" picks cross entropy only where it can work, and without labels
 // KL for a Softmax output (its scores), else MSE. Empty: the trainer's default (cross entropy
-// with the config's label smoothing). Sets run.intermediate_term for --distill-at.
+// with the config's label smoothing). Sets run.intermediate_term: the other float outputs when the
+// output is distilled, and --distill-at's values.
 algos::QatLoss chooseLoss(QatRun& run) {
   const QatPipelineOptions& o = run.o;
   algos::QatLoss output_loss;
@@ -275,16 +280,31 @@ algos::QatLoss chooseLoss(QatRun& run) {
                                   ? ", on the scores the output's Softmax reads)"
                                   : ")");
   }
-  if (!kind && o.distill_at.empty()) return output_loss;
+  // A distilled model keeps every output: the float ones after the first join the term.
+  std::vector<std::string> values, shown;
+  if (kind) {
+    for (const Value* out : run.float_graph->outputs()) {
+      if (out == run.float_graph->outputs().front()) continue;
+      if (out->type.dtype != DType::Undefined && !passes::isFloatType(out->type.dtype)) continue;
+      values.push_back(out->name());
+      shown.push_back("output " + out->name());
+    }
+  }
+  for (const std::string& value : o.distill_at) {
+    if (std::find(values.begin(), values.end(), value) != values.end()) continue;
+    values.push_back(value);
+    shown.push_back(value);
+  }
+  if (!kind && values.empty()) return output_loss;
   algos::DistillationLosses losses = algos::distillationLosses(
-      *run.float_graph, kind, o.distill_temperature, o.distill_at, o.distill_weight);
-  if (!o.distill_at.empty()) {
+      *run.float_graph, kind, o.distill_temperature, values, o.distill_weight);
+  if (!values.empty()) {
+    run.intermediate_values = values;
     run.intermediate_term = std::move(losses.values);
     std::string names;
-    for (const std::string& value : o.distill_at)
-      names += (names.empty() ? "" : ", ") + value;
-    run.result.report.loss += " + " + c10::str(o.distill_weight) +
-                              " x intermediate values' MSE over their power (" + names + ")";
+    for (const std::string& name : shown)
+      names += (names.empty() ? "" : ", ") + name;
+    run.result.report.loss += " + " + c10::str(o.distill_weight) + " x relative MSE of " + names;
   }
   return kind ? std::move(losses.output) : output_loss;
 }
@@ -344,7 +364,7 @@ QatPipelineResult runQatPipeline(const QatPipelineOptions& o, const ProgressCall
   settleBatchNorm(run);
   algos::QatTrainer trainer(*run.result.model, run.config, std::move(loss), run.group);
   if (!run.loss_value.empty()) trainer.readLossFrom(run.loss_value);
-  if (run.intermediate_term) trainer.addLossTerm(o.distill_at, run.intermediate_term);
+  if (run.intermediate_term) trainer.addLossTerm(run.intermediate_values, run.intermediate_term);
   if (!run.resume_checkpoint.empty()) trainer.resume(run.resume_checkpoint);
   train(run, trainer);
 

@@ -296,8 +296,7 @@ TEST(QatPipeline, IntermediateValuesAreDistilledBesideTheOutputsLoss) {
   t.o.distill_weight = 1000;
   const pipelines::QatPipelineResult r = pipelines::runQatPipeline(t.o);
   EXPECT_EQ(r.report.loss,
-            "cross entropy, on the scores the output's Softmax reads + 1000 x intermediate "
-            "values' MSE over their power (y)");
+            "cross entropy, on the scores the output's Softmax reads + 1000 x relative MSE of y");
   const at::Tensor student = r.model->executor().run({{"x", x}}, {"y"}).at("y");
   const at::Tensor teacher = at::addmm(classifierBias(), x, classifierWeight().t());
   const double cross_entropy = at::cross_entropy_loss(student, labels).item<double>();
@@ -306,6 +305,39 @@ TEST(QatPipeline, IntermediateValuesAreDistilledBesideTheOutputsLoss) {
   EXPECT_GT(term, 0.01);  // 8-bit scores differ from the float ones enough to tell
   ASSERT_EQ(r.report.training.epochs.size(), 1u);
   EXPECT_NEAR(r.report.training.epochs[0].loss, cross_entropy + term, 1e-4);
+}
+
+TEST(QatPipeline, DistillingAModelWithSeveralOutputsKeepsEveryFloatOutput) {
+  // Outputs y (the scores), z = Relu(y) and the int64 ArgMax of y. Without labels y is distilled
+  // by MSE, z joins at 100 times its relative MSE, and the index output is left alone. One step
+  // at a negligible learning rate, as above.
+  TinyQat t;
+  Value* y = t.graph.outputs().front();
+  Node* relu = t.graph.addNode("Relu", {y}, {"z"}, "relu");
+  relu->output(0)->type = y->type;
+  Node* argmax = t.graph.addNode("ArgMax", {y}, {"k"}, "argmax");
+  argmax->attributes.set(Attribute::makeInt("axis", 1));
+  argmax->output(0)->type =
+      TensorType{DType::Int64, std::vector<Dim>{Dim::symbolic("N"), Dim::known(1)}};
+  t.graph.setOutputs({y, relu->output(0), argmax->output(0)});
+  const at::Tensor x = classifierInputs(8, 7);
+  t.o.data = std::make_shared<TensorDataset>(x, at::Tensor(), "one unlabelled batch");
+  t.o.calib = classifierData(16, 3, "calib");
+  t.o.deploy = false;
+  t.o.training.epochs = 1;
+  t.o.training.lr = 1e-12;
+  t.o.distill_weight = 100;
+  const pipelines::QatPipelineResult r = pipelines::runQatPipeline(t.o);
+  EXPECT_EQ(r.report.loss, "distillation (mse) + 100 x relative MSE of output z");
+  const at::Tensor student = r.model->executor().run({{"x", x}}, {"y"}).at("y");
+  const at::Tensor teacher = at::addmm(classifierBias(), x, classifierWeight().t());
+  const double mse = (student - teacher).square().mean().item<double>();
+  const at::Tensor z_student = at::relu(student), z_teacher = at::relu(teacher);
+  const double z_term = 100 * (z_student - z_teacher).square().mean().item<double>() /
+                        z_teacher.square().mean().item<double>();
+  EXPECT_GT(z_term, 1e-3);  // large enough against the tolerance below to tell
+  ASSERT_EQ(r.report.training.epochs.size(), 1u);
+  EXPECT_NEAR(r.report.training.epochs[0].loss, mse + z_term, 1e-5);
 }
 
 TEST(QatPipeline, ValuesToDistilMustBeInTheFloatAndThePreparedModel) {
