@@ -247,6 +247,25 @@ bool endsInSoftmax(const Graph& g) {
   return algos::distillationTarget(g, algos::DistillationKind::Kl).before_softmax;
 }
 
+// The values the intermediate term distils, and how the report names them: when the output is
+// distilled, every other float output (a distilled model keeps all its outputs), then
+// --distill-at's values.
+void termValues(const QatRun& run, bool output_distilled, std::vector<std::string>& values,
+                std::vector<std::string>& shown) {
+  const std::vector<Value*>& outputs = run.float_graph->outputs();
+  for (size_t i = 1; output_distilled && i < outputs.size(); ++i) {
+    const DType dtype = outputs[i]->type.dtype;
+    if (dtype != DType::Undefined && !passes::isFloatType(dtype)) continue;
+    values.push_back(outputs[i]->name());
+    shown.push_back("output " + outputs[i]->name());
+  }
+  for (const std::string& value : run.o.distill_at) {
+    if (std::find(values.begin(), values.end(), value) != values.end()) continue;
+    values.push_back(value);
+    shown.push_back(value);
+  }
+}
+
 // The loss --loss names; "auto" picks cross entropy only where it can work, and without labels
 // KL for a Softmax output (its scores), else MSE. Empty: the trainer's default (cross entropy
 // with the config's label smoothing). Sets run.intermediate_term: the other float outputs when the
@@ -280,21 +299,8 @@ algos::QatLoss chooseLoss(QatRun& run) {
                                   ? ", on the scores the output's Softmax reads)"
                                   : ")");
   }
-  // A distilled model keeps every output: the float ones after the first join the term.
   std::vector<std::string> values, shown;
-  if (kind) {
-    for (const Value* out : run.float_graph->outputs()) {
-      if (out == run.float_graph->outputs().front()) continue;
-      if (out->type.dtype != DType::Undefined && !passes::isFloatType(out->type.dtype)) continue;
-      values.push_back(out->name());
-      shown.push_back("output " + out->name());
-    }
-  }
-  for (const std::string& value : o.distill_at) {
-    if (std::find(values.begin(), values.end(), value) != values.end()) continue;
-    values.push_back(value);
-    shown.push_back(value);
-  }
+  termValues(run, kind.has_value(), values, shown);
   if (!kind && values.empty()) return output_loss;
   algos::DistillationLosses losses = algos::distillationLosses(
       *run.float_graph, kind, o.distill_temperature, values, o.distill_weight);
