@@ -16,10 +16,13 @@ crops (the lowest over float outputs):
 - distilled (with --qat-epochs N): `qforge qat` from the tuned observers, trained without labels
   on 256 other crops (seed 11; `--loss auto`: KL on the scores before a final Softmax, else MSE
   against the float model; BN frozen), Adam 1e-4 with a cosine schedule, batches of 8, N epochs.
-  Still every weight and activation int8.
+  Still every weight and activation int8. A model with several outputs is distilled on all of
+  them (qforge's default); --distill-at V1,V2 distils those intermediate values too (names of
+  one model: use it with --models).
 
   QFORGE_ORT_DIR=build/ort /usr/bin/python3 bench/tensorrt_sqnr.py [--models a,b]
-      [--backend TensorRT] [--calib 32] [--qat-epochs N] [--cache build/corpus] [--json FILE]
+      [--backend TensorRT] [--calib 32] [--qat-epochs N [--distill-at V1,V2]]
+      [--cache build/corpus] [--json FILE]
 
 By default one export per torchvision architecture (its lowest opset); --models names others.
 
@@ -78,7 +81,8 @@ def quantized(qforge, model, backend, calib, calib_count, work, extra=()):
     return out
 
 
-def distilled(qforge, model, backend, calib, calib_count, train, config, epochs, work):
+def distilled(qforge, model, backend, calib, calib_count, train, config, epochs, work,
+              distill_at=""):
     """`qforge qat` without labels from the tuned observers' config; the output directory."""
     path = os.path.join(work, "config.json")
     with open(path, "w") as f:
@@ -87,7 +91,8 @@ def distilled(qforge, model, backend, calib, calib_count, train, config, epochs,
     done = ct.run([qforge, "qat", model, "--backend", backend, "--data", "folder:" + train,
                    "--calib", "folder:" + calib, "--calib-batches", str(calib_count // 4),
                    "--calib-batch", "4", "--batch", "8", "--optimizer", "adam", "--lr", "1e-4",
-                   "--epochs", str(epochs), "--config", path, "--out", out, "--quiet", "--json"])
+                   "--epochs", str(epochs), "--config", path, "--out", out, "--quiet", "--json",
+                   *(["--distill-at", distill_at] if distill_at else [])])
     if done.returncode != 0:
         raise RuntimeError(ct.one_line(done.stderr))
     return out
@@ -124,6 +129,7 @@ def main():
     p.add_argument("--backend", default="TensorRT")
     p.add_argument("--calib", type=int, default=32)
     p.add_argument("--qat-epochs", type=int, default=0)
+    p.add_argument("--distill-at", default="")
     p.add_argument("--json", default="")
     a = p.parse_args()
     models = {name: (path, spec) for name, (path, spec) in ct.corpus(a.cache).items()
@@ -166,7 +172,7 @@ def main():
                     train = crops(a.cache, name, spec, "train", 256, 11)
                     with tempfile.TemporaryDirectory() as w:
                         out = distilled(a.qforge, path, a.backend, calib, a.calib, train, config,
-                                        a.qat_epochs, w)
+                                        a.qat_epochs, w, a.distill_at)
                         row["distilled_db"] = held_out_sqnr(
                             path, os.path.join(out, "model.qdq.onnx"), runs, w)
             except RuntimeError as e:
