@@ -11,6 +11,7 @@
 #include "algos/calibrate.h"
 #include "algos/qat.h"
 #include "core/error.h"
+#include "support/checks.h"
 #include "support/classifier_graphs.h"
 #include "support/quant_graphs.h"
 #include "support/tensor_dataset.h"
@@ -372,6 +373,25 @@ TEST(Qat, ADamagedOrMissingCheckpointIsRefusedWithItsPath) {
     EXPECT_NE(std::string(e.what()).find("unreadable"), std::string::npos) << e.what();
   }
   EXPECT_THROW(trainer.resume(tempPath("missing.pt")), Error);
+}
+
+TEST(Qat, TheLossReadsOnlyValuesTheModelHas) {
+  auto data = imageData(32);
+  auto m = calibrated(convBnClassifier(7), data, lsqBackend());
+  algos::QatTrainer trainer(*m, algos::QatConfig{});
+  EXPECT_EQ(errorOf([&] { trainer.readLossFrom("nope"); }),
+            "the QAT loss is to read value 'nope', which the model does not have");
+  const algos::QatValuesTerm term = [](const std::vector<at::Tensor>& values, const data::Batch&) {
+    return values.front().sum();
+  };
+  EXPECT_EQ(errorOf([&] {
+              trainer.addLossTerm({"y", "nope"}, term);
+            }),
+            "a QAT loss term is to read value 'nope', which the model does not have");
+  EXPECT_EQ(errorOf([&] { trainer.addLossTerm({}, term); }),
+            "a QAT loss term needs values to read and a function");
+  EXPECT_EQ(errorOf([&] { trainer.addLossTerm({"y"}, {}); }),
+            "a QAT loss term needs values to read and a function");
 }
 
 TEST(Qat, RefusesAnUncalibratedModelAndTooLittleData) {
