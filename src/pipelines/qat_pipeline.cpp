@@ -16,6 +16,7 @@
 #include "core/error.h"
 #include "core/files.h"
 #include "core/output_dir.h"
+#include "core/strings.h"
 #include "deploy/deploy.h"
 #include "ir/onnx_import.h"
 #include "passes/activation_values.h"
@@ -307,10 +308,8 @@ algos::QatLoss chooseLoss(QatRun& run) {
   if (!values.empty()) {
     run.intermediate_values = values;
     run.intermediate_term = std::move(losses.values);
-    std::string names;
-    for (const std::string& name : shown)
-      names += (names.empty() ? "" : ", ") + name;
-    run.result.report.loss += " + " + c10::str(o.distill_weight) + " x relative MSE of " + names;
+    run.result.report.loss +=
+        " + " + c10::str(o.distill_weight) + " x relative MSE of " + join(shown);
   }
   return kind ? std::move(losses.output) : output_loss;
 }
