@@ -192,8 +192,10 @@ std::pair<CLI::App*, std::function<int()>> addQatCommand(CLI::App& app) {
          "Also distil these intermediate values (names as in the ONNX file, comma-separated), "
          "with any --loss: each one's MSE against the float model over its power")
       ->type_name("VALUES");
-  sub->add_option("--distill-weight", o->distill_weight,
-                  "Weight of the --distill-at term against the output's loss")
+  sub->add_option(
+         "--distill-weight", o->distill_weight,
+         "Weight of the distilled values' term (--distill-at, and a distilled model's other "
+         "outputs) against the output's loss")
       ->capture_default_str();
   sub->add_option(
       "--passes", o->passes,
